@@ -1,0 +1,143 @@
+//! The command line: runc's global flags and verbs (so engines drive claude-shim
+//! unchanged), then claude-shim's own verbs. Argument structs only; the work is
+//! in `commands/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "claude-shim",
+    about = "An OCI runtime on libcontainer that runs AI coding agents in a sandbox that can be proven",
+    disable_version_flag = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOpts,
+
+    /// Print the version
+    #[arg(short = 'v', long = "version")]
+    pub version: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// runc's global flags.
+#[derive(Args, Debug, Clone)]
+pub struct GlobalOpts {
+    /// Root directory for container state (default /run/claude-shim, or $XDG_RUNTIME_DIR/claude-shim when unprivileged)
+    #[arg(long, global = true)]
+    pub root: Option<PathBuf>,
+    /// Write logs to this file instead of stderr
+    #[arg(long, global = true)]
+    pub log: Option<PathBuf>,
+    /// Log format
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log debug messages
+    #[arg(long, global = true)]
+    pub debug: bool,
+    /// Manage cgroups through systemd (refused where systemd is not running)
+    #[arg(long, global = true)]
+    pub systemd_cgroup: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    // OCI verbs, as runc spells them.
+    /// Create a container from a bundle (it waits for `start`)
+    Create(liboci_cli::Create),
+    /// Start a created container
+    Start(liboci_cli::Start),
+    /// Print the state of a container as JSON
+    State(liboci_cli::State),
+    /// Send a signal to a container's init (or to all its processes)
+    Kill(Kill),
+    /// Delete a container and everything it holds
+    Delete(liboci_cli::Delete),
+
+    // runc's other verbs.
+    /// Create and start a container; `run BUNDLE/` runs a bundle under a generated id
+    Run(Run),
+    /// Run a process in a running container
+    Exec(liboci_cli::Exec),
+    /// List the processes of a container
+    Ps(liboci_cli::Ps),
+    /// List containers
+    List(List),
+    /// Freeze every process of a container
+    Pause(liboci_cli::Pause),
+    /// Thaw a paused container
+    Resume(liboci_cli::Resume),
+    /// Update a container's resource limits
+    Update(liboci_cli::Update),
+    /// Print the OCI features JSON of this runtime
+    Features(liboci_cli::Features),
+    /// Write a default config.json
+    Spec(liboci_cli::Spec),
+}
+
+/// `kill CONTAINER [SIGNAL]`, with runc's default signal.
+#[derive(Args, Debug)]
+pub struct Kill {
+    /// Send the signal to every process of the container
+    #[arg(short, long)]
+    pub all: bool,
+    /// Container id
+    pub container_id: String,
+    /// Signal name (KILL, SIGKILL) or number (9)
+    #[arg(default_value = "SIGTERM")]
+    pub signal: String,
+}
+
+/// `run [--bundle B] ID`, or the standalone `run BUNDLE/`.
+#[derive(Args, Debug)]
+pub struct Run {
+    /// Bundle directory holding config.json
+    #[arg(short, long)]
+    pub bundle: Option<PathBuf>,
+    /// Unix socket that receives the pty master of a terminal process
+    #[arg(long)]
+    pub console_socket: Option<PathBuf>,
+    /// File to write the container's init pid to
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
+    /// Do not use pivot_root to enter the rootfs
+    #[arg(long)]
+    pub no_pivot: bool,
+    /// Accepted for runc compatibility
+    #[arg(long, hide = true)]
+    pub no_new_keyring: bool,
+    /// Accepted for runc compatibility
+    #[arg(long, hide = true)]
+    pub no_subreaper: bool,
+    /// Pass N file descriptors after stdio to the container
+    #[arg(long, default_value_t = 0)]
+    pub preserve_fds: i32,
+    /// Keep the container's state after it exits
+    #[arg(long)]
+    pub keep: bool,
+    /// Start the container and return at once
+    #[arg(short, long)]
+    pub detach: bool,
+    /// Container id, or a path to a bundle directory (a path always holds a `/`)
+    pub target: String,
+}
+
+#[derive(Args, Debug)]
+pub struct List {
+    /// table or json
+    #[arg(short, long, default_value = "table")]
+    pub format: String,
+    /// Print only the container ids
+    #[arg(short, long)]
+    pub quiet: bool,
+}

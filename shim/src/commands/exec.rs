@@ -1,0 +1,85 @@
+//! `exec`: a new process in a running container. Without --process the process
+//! is built from the container's own (capabilities, no_new_privs, rlimits) with
+//! the command line's overrides, as runc does.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use libcontainer::oci_spec::runtime::{Process, UserBuilder};
+
+use crate::runtime::foreground::{self, ConsoleSocket, OnSignal};
+use crate::runtime::{ExecRequest, Runtime};
+
+fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result<Process> {
+    let id = &args.container_id;
+    if let Some(path) = &args.process {
+        let raw = std::fs::read(path).with_context(|| format!("read process file {}", path.display()))?;
+        return serde_json::from_slice(&raw).map_err(|e| anyhow!("parse process file {}: {e}", path.display()));
+    }
+    if args.command.is_empty() {
+        bail!("exec in container {id}: give a command or --process");
+    }
+    let spec = rt.effective_spec(id)?;
+    let mut p = spec.process().clone().unwrap_or_default();
+    p.set_args(Some(args.command.clone()));
+    p.set_terminal(Some(tty));
+    let mut env: Vec<String> = p.env().clone().unwrap_or_default();
+    for (k, v) in &args.env {
+        env.retain(|e| e.split('=').next() != Some(k.as_str()));
+        env.push(format!("{k}={v}"));
+    }
+    p.set_env(Some(env));
+    if let Some(cwd) = &args.cwd {
+        p.set_cwd(cwd.clone());
+    }
+    if let Some((uid, gid)) = args.user {
+        let mut user = UserBuilder::default().uid(uid).gid(gid.unwrap_or(0));
+        if !args.additional_gids.is_empty() {
+            user = user.additional_gids(args.additional_gids.clone());
+        }
+        p.set_user(user.build()?);
+    }
+    if args.no_new_privs {
+        p.set_no_new_privileges(Some(true));
+    }
+    if !args.cap.is_empty() {
+        bail!("exec in container {id}: --cap is not supported; put capabilities in a --process file");
+    }
+    Ok(p)
+}
+
+pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
+    let id = &args.container_id;
+    rt.load(id)?;
+    let process = process_from_args(rt, args, args.tty)?;
+    let terminal = process.terminal().unwrap_or(false);
+    let own_console = terminal && !args.detach && args.console_socket.is_none();
+    let meta_dir = rt.meta_dir(id);
+    let console = if own_console { Some(ConsoleSocket::bind(&meta_dir)?) } else { None };
+    let process_file: PathBuf = meta_dir.join(format!("exec-{}.json", std::process::id()));
+    std::fs::write(&process_file, serde_json::to_vec(&process)?)
+        .with_context(|| format!("write {}", process_file.display()))?;
+    let req = ExecRequest {
+        id,
+        process: &process_file,
+        pid_file: args.pid_file.as_deref(),
+        console_socket: console.as_ref().map(|c| c.path.as_path()).or(args.console_socket.as_deref()),
+        terminal,
+        preserve_fds: args.preserve_fds,
+        ignore_paused: args.ignore_paused,
+        stdio: None,
+    };
+    let result = rt.exec(req);
+    let _ = std::fs::remove_file(&process_file);
+    let pid = result?;
+    if args.detach {
+        return Ok(0);
+    }
+    let signals = foreground::block_signals()?;
+    let master = match &console {
+        Some(c) => Some(c.receive()?),
+        None => None,
+    };
+    drop(console);
+    foreground::wait(pid, &signals, master, &mut |s| OnSignal::Forward(s))
+}

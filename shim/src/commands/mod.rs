@@ -1,0 +1,9 @@
+//! One thin function per verb: turn arguments into a runtime call and an exit code.
+
+pub mod create;
+pub mod exec;
+pub mod features;
+pub mod info;
+pub mod run;
+pub mod spec;
+pub mod update;

@@ -1,0 +1,111 @@
+//! `run`: create, start and (unless --detach) wait, relay and delete.
+//! `run BUNDLE/` is the standalone form: a path (it holds a `/`, which no
+//! container id can) runs that bundle under a generated id.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use nix::sys::signal::Signal;
+
+use crate::runtime::foreground::{self, ConsoleSocket, OnSignal};
+use crate::runtime::{CreateRequest, Runtime};
+
+pub fn generated_id(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{prefix}-{}-{nanos:08x}", std::process::id())
+}
+
+/// Whether the bundle's process asks for a terminal (read before create, to
+/// know whether claude-shim must hold the console socket itself).
+pub fn wants_terminal(bundle: &Path) -> bool {
+    std::fs::read(bundle.join("config.json"))
+        .ok()
+        .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
+        .and_then(|v| v["process"]["terminal"].as_bool())
+        .unwrap_or(false)
+}
+
+pub fn run(rt: &Runtime, args: &crate::cli::Run) -> Result<i32> {
+    let (id, bundle) = if args.target.contains('/') {
+        (generated_id("run"), PathBuf::from(&args.target))
+    } else {
+        (args.target.clone(), args.bundle.clone().unwrap_or_else(|| PathBuf::from(".")))
+    };
+    let opts = RunOptions {
+        id: &id,
+        bundle: &bundle,
+        pid_file: args.pid_file.as_deref(),
+        console_socket: args.console_socket.as_deref(),
+        preserve_fds: args.preserve_fds,
+        no_pivot: args.no_pivot,
+        detach: args.detach,
+        keep: args.keep,
+    };
+    run_bundle(rt, &opts, &crate::admin::apply, &mut |s| OnSignal::Forward(s))
+}
+
+pub struct RunOptions<'a> {
+    pub id: &'a str,
+    pub bundle: &'a Path,
+    pub pid_file: Option<&'a Path>,
+    pub console_socket: Option<&'a Path>,
+    pub preserve_fds: i32,
+    pub no_pivot: bool,
+    pub detach: bool,
+    pub keep: bool,
+}
+
+/// The shared body of `run` and `sandbox`.
+pub fn run_bundle(
+    rt: &Runtime,
+    o: &RunOptions<'_>,
+    adapt: &dyn Fn(&mut libcontainer::oci_spec::runtime::Spec, &crate::runtime::Meta) -> Result<()>,
+    on_signal: &mut dyn FnMut(Signal) -> OnSignal,
+) -> Result<i32> {
+    let own_console = !o.detach && o.console_socket.is_none() && wants_terminal(o.bundle);
+    let console = if own_console {
+        let dir = rt.root.join(".claude-shim");
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        Some(ConsoleSocket::bind(&dir)?)
+    } else {
+        None
+    };
+    let req = CreateRequest {
+        id: o.id,
+        bundle: o.bundle,
+        pid_file: o.pid_file,
+        console_socket: console.as_ref().map(|c| c.path.as_path()).or(o.console_socket),
+        preserve_fds: o.preserve_fds,
+        no_pivot: o.no_pivot,
+        stdio: None,
+    };
+    let container = rt.create(req, adapt)?;
+    let pid = container.pid().context("read the init pid of the new container")?;
+    let signals = if o.detach { None } else { Some(foreground::block_signals()?) };
+    let master = match &console {
+        Some(c) => match c.receive() {
+            Ok(m) => Some(m),
+            Err(e) => {
+                let _ = rt.delete(o.id, true);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    drop(console);
+    if let Err(e) = rt.start(o.id) {
+        let _ = rt.delete(o.id, true);
+        return Err(e);
+    }
+    let Some(signals) = signals else { return Ok(0) };
+    let code = foreground::wait(pid, &signals, master, on_signal);
+    if !o.keep {
+        if let Err(e) = rt.delete(o.id, true) {
+            tracing::warn!("{e:#}");
+        }
+    }
+    code
+}

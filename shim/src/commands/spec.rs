@@ -1,0 +1,31 @@
+//! `spec`: write runc's default config.json (or its rootless variant).
+
+use std::io::Write;
+
+use anyhow::{bail, Context, Result};
+use libcontainer::oci_spec::runtime::Spec;
+
+pub fn default_spec(rootless: bool) -> Spec {
+    let mut spec = if rootless {
+        Spec::rootless(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+    } else {
+        Spec::default()
+    };
+    if let Some(p) = spec.process_mut() {
+        p.set_terminal(Some(true));
+        p.set_args(Some(vec!["sh".to_owned()]));
+    }
+    spec
+}
+
+pub fn spec(args: &liboci_cli::Spec) -> Result<i32> {
+    let dir = args.bundle.clone().unwrap_or_else(|| ".".into());
+    let path = dir.join("config.json");
+    if path.exists() {
+        bail!("write {}: it exists; remove it first", path.display());
+    }
+    let json = serde_json::to_string_pretty(&default_spec(args.rootless))?;
+    let mut f = std::fs::File::create_new(&path).with_context(|| format!("write {}", path.display()))?;
+    writeln!(f, "{json}").with_context(|| format!("write {}", path.display()))?;
+    Ok(0)
+}

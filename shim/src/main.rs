@@ -1,0 +1,128 @@
+//! claude-shim: parse the command line, set up logging, dispatch a verb, and
+//! turn its result into runc's exit codes (0, the process's own status for
+//! `run`/`exec`, 1 for an error).
+
+mod admin;
+mod cli;
+mod commands;
+mod logging;
+mod network;
+mod runtime;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::runtime::Runtime;
+
+/// One line for an error and its causes, each reading naturally after "failed to".
+fn error_line(err: &anyhow::Error) -> String {
+    let parts: Vec<String> = err
+        .chain()
+        .map(|e| match e.downcast_ref::<std::io::Error>() {
+            Some(io) => io_text(io),
+            None => e.to_string(),
+        })
+        .collect();
+    let mut line = format!("failed to {}", parts.join(": "));
+    line.retain(|c| c != '\n');
+    line
+}
+
+/// "No such file or directory (os error 2)" -> "no such file or directory".
+fn io_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.find(" (os error") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => text,
+    }
+}
+
+fn needs_seal(cmd: &Command) -> bool {
+    matches!(cmd, Command::Create(_) | Command::Run(_) | Command::Exec(_))
+}
+
+fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
+    use commands::*;
+    if cli.global.systemd_cgroup {
+        if systemd_running() {
+            anyhow::bail!("use --systemd-cgroup: this build manages cgroups through cgroupfs only");
+        }
+        anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
+    }
+    let rt = Runtime::new(cli.global.root.as_deref())?;
+    match cmd {
+        Command::Create(a) => create::create(&rt, a),
+        Command::Start(a) => create::start(&rt, a),
+        Command::State(a) => info::state(&rt, &a.container_id),
+        Command::Kill(a) => create::kill(&rt, a),
+        Command::Delete(a) => create::delete(&rt, a),
+        Command::Run(a) => run::run(&rt, a),
+        Command::Exec(a) => exec::exec(&rt, a),
+        Command::Ps(a) => info::ps(&rt, a),
+        Command::List(a) => info::list(&rt, a),
+        Command::Pause(a) => create::pause(&rt, &a.container_id),
+        Command::Resume(a) => create::resume(&rt, &a.container_id),
+        Command::Update(a) => update::update(&rt, a),
+        Command::Features(_) => features::features(),
+        Command::Spec(a) => spec::spec(a),
+    }
+}
+
+fn systemd_running() -> bool {
+    std::path::Path::new("/run/systemd/system").is_dir()
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if cli.version {
+        println!("claude-shim version {}", env!("CARGO_PKG_VERSION"));
+        println!("spec: {}", libcontainer::oci_spec::runtime::VERSION);
+        println!("libcontainer: 0.7.0");
+        println!("libseccomp: {}", runtime::guards::libseccomp_version());
+        return;
+    }
+    let Some(cmd) = &cli.command else {
+        use clap::CommandFactory;
+        let _ = Cli::command().print_help();
+        std::process::exit(0);
+    };
+    let sink = match logging::init(cli.global.log.as_deref(), cli.global.log_format, cli.global.debug) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            logging::report_error(None, &error_line(&e));
+            std::process::exit(1);
+        }
+    };
+    tracing::debug!(args = ?std::env::args().collect::<Vec<_>>(), "claude-shim started");
+    if needs_seal(cmd) {
+        if let Err(e) = runtime::seal::ensure_sealed() {
+            logging::report_error(sink, &error_line(&e));
+            std::process::exit(1);
+        }
+    }
+    let code = match dispatch(&cli, cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            logging::report_error(sink, &error_line(&e));
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_read_after_failed_to() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(io).context("read /b/config.json").context("create container x");
+        assert_eq!(error_line(&e), "failed to create container x: read /b/config.json: no such file or directory");
+    }
+}

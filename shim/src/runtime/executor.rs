@@ -1,0 +1,81 @@
+//! The code that runs last in a container process, just before `execve`: it
+//! re-applies the container's seccomp profile to processes started by `exec`
+//! (libcontainer 0.7 builds their spec without it) and checks, from inside,
+//! that what was asked for is in force. bubblewrap's lesson: check what you applied.
+
+use std::collections::HashMap;
+
+use libcontainer::oci_spec::runtime::{LinuxSeccomp, Spec};
+use libcontainer::workload::{
+    Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError,
+};
+
+#[derive(Clone)]
+pub struct ShimExecutor {
+    /// The container's profile, to load in an `exec`ed process.
+    pub tenant_seccomp: Option<LinuxSeccomp>,
+    /// A seccomp filter must be in force at exec.
+    pub expect_seccomp: bool,
+    /// no_new_privs must be set at exec.
+    pub expect_no_new_privs: bool,
+}
+
+fn fail(msg: String) -> ExecutorError {
+    ExecutorError::Other(msg)
+}
+
+impl ShimExecutor {
+    fn load_tenant_seccomp(&self, seccomp: &LinuxSeccomp) -> Result<(), ExecutorError> {
+        if libcontainer::seccomp::is_notify(seccomp) {
+            return Err(fail("seccomp notify rules are not supported for exec'd processes".into()));
+        }
+        // Capabilities are already dropped here, so the kernel admits a filter
+        // only with no_new_privs. Setting it is the fail-closed choice: the
+        // alternative is a process outside the container's profile.
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(fail(format!("set no_new_privs: {}", std::io::Error::last_os_error())));
+        }
+        libcontainer::seccomp::initialize_seccomp(seccomp)
+            .map(|_| ())
+            .map_err(|err| fail(format!("load the container's seccomp profile: {err}")))
+    }
+
+    fn check_applied(&self) -> Result<(), ExecutorError> {
+        if self.expect_seccomp {
+            // Without a filter PR_GET_SECCOMP returns 0; under a filter it
+            // returns 2, or the filter's own errno if it denies prctl.
+            // SAFETY: prctl with integer arguments only.
+            let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+            if mode == 0 {
+                return Err(fail("seccomp filter requested but not in force".into()));
+            }
+        }
+        if self.expect_no_new_privs {
+            // SAFETY: prctl with integer arguments only.
+            let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
+            if nnp == 0 {
+                return Err(fail("no_new_privs requested but not set".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Executor for ShimExecutor {
+    fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        if let Some(seccomp) = &self.tenant_seccomp {
+            self.load_tenant_seccomp(seccomp)?;
+        }
+        self.check_applied()?;
+        libcontainer::workload::default::get_executor().exec(spec)
+    }
+
+    fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
+        libcontainer::workload::default::get_executor().validate(spec)
+    }
+
+    fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        libcontainer::workload::default::get_executor().setup_envs(envs)
+    }
+}

@@ -1,0 +1,391 @@
+//! Guards against libcontainer 0.7's known gaps (../shared/NOTES.md). Each
+//! takes the spec an engine or a user wrote and returns the spec libcontainer
+//! must see so that it does what the OCI spec (and runc) would do, or refuses.
+//! They run at `create`, before any container state exists.
+
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use oci_spec::runtime::{
+    LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArgBuilder, LinuxSeccompOperator, LinuxSyscall, LinuxSyscallBuilder,
+    PosixRlimitBuilder, Spec,
+};
+
+/// ENOSYS: glibc falls back from clone3 to clone only on this errno, and the
+/// flags of clone (unlike clone3's, which sit behind a pointer) can be inspected.
+const ENOSYS: u32 = libc::ENOSYS as u32;
+
+/// Everything `create` needs to know about the caller to adapt a spec.
+pub struct Caller {
+    /// The effective uid is 0 and no user namespace is requested.
+    pub may_raise_rlimits: bool,
+}
+
+/// Applies every guard to `spec`; returns warnings to log.
+pub fn apply(spec: &mut Spec, caller: &Caller) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    normalize_no_new_privileges(spec);
+    if let Some(seccomp) = spec.linux_mut().as_mut().and_then(|l| l.seccomp_mut().as_mut()) {
+        check_syscall_names(seccomp, &mut warnings)?;
+        swap_masked_eq_operands(seccomp);
+        warnings.extend(deny_clone3(seccomp));
+    }
+    if !caller.may_raise_rlimits {
+        warnings.extend(clamp_rlimits(spec, current_hard_limit)?);
+    }
+    Ok(warnings)
+}
+
+/// `"noNewPrivileges": false` is the OCI default, but libcontainer takes the
+/// field's presence for "true" when it orders seccomp and capability drops,
+/// then fails to load the filter without privileges. Dropping the field keeps
+/// the meaning and avoids the bug.
+pub fn normalize_no_new_privileges(spec: &mut Spec) {
+    if let Some(process) = spec.process_mut() {
+        if process.no_new_privileges() == Some(false) {
+            process.set_no_new_privileges(None);
+        }
+    }
+}
+
+/// The OCI spec (and runc) read `SCMP_CMP_MASKED_EQ` as `(arg & value) == valueTwo`;
+/// libcontainer 0.7 takes `valueTwo` as the mask. Swapping the operands makes
+/// libcontainer build the filter the profile's author meant.
+pub fn swap_masked_eq_operands(seccomp: &mut LinuxSeccomp) {
+    let Some(mut rules) = seccomp.syscalls().clone() else { return };
+    for rule in rules.iter_mut() {
+        let Some(mut args) = rule.args().clone() else { continue };
+        for arg in args.iter_mut() {
+            if arg.op() == LinuxSeccompOperator::ScmpCmpMaskedEq {
+                *arg = LinuxSeccompArgBuilder::default()
+                    .index(arg.index())
+                    .value(arg.value_two().unwrap_or(0))
+                    .value_two(arg.value())
+                    .op(arg.op())
+                    .build()
+                    .expect("a seccomp argument with every field set is complete");
+            }
+        }
+        rule.set_args(Some(args));
+    }
+    seccomp.set_syscalls(Some(rules));
+}
+
+fn is_permissive(action: LinuxSeccompAction) -> bool {
+    matches!(action, LinuxSeccompAction::ScmpActAllow | LinuxSeccompAction::ScmpActLog)
+}
+
+/// libcontainer skips syscall names it cannot resolve with only a warning, so a
+/// typo in a deny rule silently opens that syscall. A name that only widens
+/// access (an allow rule under a deny default) is safe to skip; a name in a rule
+/// that restricts is refused.
+pub fn check_syscall_names(seccomp: &LinuxSeccomp, warnings: &mut Vec<String>) -> Result<()> {
+    let default_permissive = is_permissive(seccomp.default_action());
+    for rule in seccomp.syscalls().iter().flatten() {
+        let widens = is_permissive(rule.action()) && !default_permissive;
+        for name in rule.names() {
+            if libseccomp::ScmpSyscall::from_name(name).is_ok() {
+                continue;
+            }
+            if widens {
+                warnings.push(format!("seccomp: unknown syscall {name:?} in an allow rule stays denied"));
+            } else {
+                bail!(
+                    "resolve syscall {name:?} of a {} rule in the seccomp profile: unknown to libseccomp {}",
+                    rule.action(),
+                    libseccomp_version()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn libseccomp_version() -> String {
+    match libseccomp::ScmpVersion::current() {
+        Ok(v) => format!("{}.{}.{}", v.major, v.minor, v.micro),
+        Err(_) => "(unknown version)".to_owned(),
+    }
+}
+
+/// A profile that inspects clone's flags is bypassed by clone3, whose flags the
+/// filter cannot read; libcontainer does not special-case it. Make clone3 return
+/// ENOSYS so libc falls back to clone, unless the profile already decides clone3
+/// with an errno.
+pub fn deny_clone3(seccomp: &mut LinuxSeccomp) -> Option<String> {
+    let clone_inspected = seccomp
+        .syscalls()
+        .iter()
+        .flatten()
+        .any(|r| r.names().iter().any(|n| n == "clone") && r.args().as_ref().is_some_and(|a| !a.is_empty()));
+    let default_errno = seccomp.default_action() == LinuxSeccompAction::ScmpActErrno;
+    let mut rules = seccomp.syscalls().clone().unwrap_or_default();
+    let mut warning = None;
+    let mut decided = false;
+    for rule in rules.iter_mut() {
+        if !rule.names().iter().any(|n| n == "clone3") {
+            continue;
+        }
+        if is_permissive(rule.action()) && clone_inspected {
+            // Allowing clone3 while filtering clone's flags is the bypass itself.
+            let names: Vec<String> = rule.names().iter().filter(|n| *n != "clone3").cloned().collect();
+            rule.set_names(names);
+            warning = Some("seccomp: clone3 was allowed while clone's flags are filtered; clone3 now returns ENOSYS".to_owned());
+        } else {
+            decided = true;
+        }
+    }
+    rules.retain(|r| !r.names().is_empty());
+    if !decided && (clone_inspected || default_errno || warning.is_some()) {
+        rules.push(clone3_enosys());
+    }
+    seccomp.set_syscalls(Some(rules));
+    warning
+}
+
+fn clone3_enosys() -> LinuxSyscall {
+    LinuxSyscallBuilder::default()
+        .names(vec!["clone3".to_owned()])
+        .action(LinuxSeccompAction::ScmpActErrno)
+        .errno_ret(ENOSYS)
+        .build()
+        .expect("a syscall rule with names and an action is complete")
+}
+
+fn current_hard_limit(resource: &str) -> Option<u64> {
+    use nix::sys::resource::{getrlimit, Resource};
+    let r = match resource {
+        "RLIMIT_AS" => Resource::RLIMIT_AS,
+        "RLIMIT_CORE" => Resource::RLIMIT_CORE,
+        "RLIMIT_CPU" => Resource::RLIMIT_CPU,
+        "RLIMIT_DATA" => Resource::RLIMIT_DATA,
+        "RLIMIT_FSIZE" => Resource::RLIMIT_FSIZE,
+        "RLIMIT_LOCKS" => Resource::RLIMIT_LOCKS,
+        "RLIMIT_MEMLOCK" => Resource::RLIMIT_MEMLOCK,
+        "RLIMIT_MSGQUEUE" => Resource::RLIMIT_MSGQUEUE,
+        "RLIMIT_NICE" => Resource::RLIMIT_NICE,
+        "RLIMIT_NOFILE" => Resource::RLIMIT_NOFILE,
+        "RLIMIT_NPROC" => Resource::RLIMIT_NPROC,
+        "RLIMIT_RSS" => Resource::RLIMIT_RSS,
+        "RLIMIT_RTPRIO" => Resource::RLIMIT_RTPRIO,
+        "RLIMIT_RTTIME" => Resource::RLIMIT_RTTIME,
+        "RLIMIT_SIGPENDING" => Resource::RLIMIT_SIGPENDING,
+        "RLIMIT_STACK" => Resource::RLIMIT_STACK,
+        _ => return None,
+    };
+    getrlimit(r).ok().map(|(_, hard)| hard)
+}
+
+/// Without CAP_SYS_RESOURCE a hard limit cannot be raised. Engines ask for
+/// limits (podman: nofile 1048576) above what such a machine allows; clamp them
+/// to the current hard limit and say so, rather than failing every start.
+pub fn clamp_rlimits(spec: &mut Spec, hard_limit: impl Fn(&str) -> Option<u64>) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    let Some(process) = spec.process_mut().as_mut() else { return Ok(warnings) };
+    let Some(mut rlimits) = process.rlimits().clone() else { return Ok(warnings) };
+    for rlimit in rlimits.iter_mut() {
+        let name = rlimit.typ().to_string();
+        let Some(max) = hard_limit(&name) else { continue };
+        if rlimit.hard() <= max && rlimit.soft() <= max {
+            continue;
+        }
+        let (hard, soft) = (rlimit.hard().min(max), rlimit.soft().min(max));
+        warnings.push(format!(
+            "rlimit {name} {}:{} exceeds the hard limit {max} and CAP_SYS_RESOURCE is missing; clamped to {soft}:{hard}",
+            rlimit.soft(),
+            rlimit.hard()
+        ));
+        *rlimit = PosixRlimitBuilder::default().typ(rlimit.typ()).soft(soft).hard(hard).build()?;
+    }
+    process.set_rlimits(Some(rlimits));
+    Ok(warnings)
+}
+
+/// Resolves `dest` inside `rootfs` the way a mount would, following symlinks,
+/// and refuses one whose target climbs out of the rootfs. Absolute link targets
+/// are read relative to the rootfs, as the container itself would read them.
+pub fn check_destination(rootfs: &Path, dest: &Path) -> Result<()> {
+    let mut resolved = PathBuf::new(); // relative to rootfs
+    let mut pending: Vec<PathBuf> = vec![dest.to_path_buf()];
+    let mut links = 0;
+    while let Some(path) = pending.pop() {
+        let mut comps: Vec<Component> = path.components().collect();
+        comps.reverse();
+        while let Some(c) = comps.pop() {
+            match c {
+                Component::RootDir => resolved = PathBuf::new(),
+                Component::CurDir | Component::Prefix(_) => {}
+                Component::ParentDir => {
+                    if !resolved.pop() {
+                        bail!(
+                            "resolve mount destination {} in rootfs {}: it leads outside the rootfs",
+                            dest.display(),
+                            rootfs.display()
+                        );
+                    }
+                }
+                Component::Normal(name) => {
+                    let candidate = resolved.join(name);
+                    let full = rootfs.join(&candidate);
+                    match std::fs::symlink_metadata(&full) {
+                        Ok(meta) if meta.file_type().is_symlink() => {
+                            links += 1;
+                            if links > 40 {
+                                bail!("resolve mount destination {}: too many symlinks", dest.display());
+                            }
+                            let target = std::fs::read_link(&full)
+                                .with_context(|| format!("read symlink {}", full.display()))?;
+                            let rest: PathBuf = comps.iter().rev().collect();
+                            comps.clear();
+                            if target.is_absolute() {
+                                resolved = PathBuf::new();
+                            }
+                            pending.push(rest);
+                            pending.push(target);
+                            break;
+                        }
+                        _ => resolved = candidate,
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_spec::runtime::{LinuxSeccompBuilder, PosixRlimitType, ProcessBuilder};
+
+    fn clone_rule(value: u64, value_two: u64) -> LinuxSyscall {
+        LinuxSyscallBuilder::default()
+            .names(vec!["clone".to_owned()])
+            .action(LinuxSeccompAction::ScmpActAllow)
+            .args(vec![LinuxSeccompArgBuilder::default()
+                .index(0usize)
+                .value(value)
+                .value_two(value_two)
+                .op(LinuxSeccompOperator::ScmpCmpMaskedEq)
+                .build()
+                .unwrap()])
+            .build()
+            .unwrap()
+    }
+
+    fn profile(default: LinuxSeccompAction, rules: Vec<LinuxSyscall>) -> LinuxSeccomp {
+        LinuxSeccompBuilder::default().default_action(default).syscalls(rules).build().unwrap()
+    }
+
+    #[test]
+    fn masked_eq_operands_are_swapped_for_libcontainer() {
+        let mut s = profile(LinuxSeccompAction::ScmpActErrno, vec![clone_rule(0x7E02_0000, 0)]);
+        swap_masked_eq_operands(&mut s);
+        let arg = s.syscalls().as_ref().unwrap()[0].args().as_ref().unwrap()[0];
+        assert_eq!(arg.value(), 0);
+        assert_eq!(arg.value_two(), Some(0x7E02_0000));
+    }
+
+    #[test]
+    fn clone3_gets_enosys_when_clone_is_inspected() {
+        let mut s = profile(LinuxSeccompAction::ScmpActAllow, vec![clone_rule(0x1000_0000, 0)]);
+        assert!(deny_clone3(&mut s).is_none());
+        let rules = s.syscalls().as_ref().unwrap();
+        let clone3 = rules.iter().find(|r| r.names() == &["clone3".to_owned()]).unwrap();
+        assert_eq!(clone3.action(), LinuxSeccompAction::ScmpActErrno);
+        assert_eq!(clone3.errno_ret(), Some(38));
+    }
+
+    #[test]
+    fn allowed_clone3_beside_filtered_clone_is_replaced() {
+        let allow = LinuxSyscallBuilder::default()
+            .names(vec!["clone3".to_owned(), "read".to_owned()])
+            .action(LinuxSeccompAction::ScmpActAllow)
+            .build()
+            .unwrap();
+        let mut s = profile(LinuxSeccompAction::ScmpActErrno, vec![clone_rule(0x7E02_0000, 0), allow]);
+        assert!(deny_clone3(&mut s).is_some());
+        let rules = s.syscalls().as_ref().unwrap();
+        assert_eq!(rules[1].names(), &["read".to_owned()]);
+        assert!(rules.iter().any(|r| r.names() == &["clone3".to_owned()] && r.errno_ret() == Some(38)));
+    }
+
+    #[test]
+    fn explicit_clone3_errno_is_kept() {
+        let enosys = clone3_enosys();
+        let mut s = profile(LinuxSeccompAction::ScmpActErrno, vec![clone_rule(0x7E02_0000, 0), enosys]);
+        deny_clone3(&mut s);
+        assert_eq!(s.syscalls().as_ref().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn unknown_name_in_deny_rule_is_refused() {
+        let deny = LinuxSyscallBuilder::default()
+            .names(vec!["unshare_typo".to_owned()])
+            .action(LinuxSeccompAction::ScmpActErrno)
+            .build()
+            .unwrap();
+        let s = profile(LinuxSeccompAction::ScmpActAllow, vec![deny]);
+        let err = check_syscall_names(&s, &mut Vec::new()).unwrap_err().to_string();
+        assert!(err.contains("unshare_typo"), "{err}");
+    }
+
+    #[test]
+    fn unknown_name_in_allow_rule_only_warns() {
+        let allow = LinuxSyscallBuilder::default()
+            .names(vec!["not_a_syscall".to_owned(), "read".to_owned()])
+            .action(LinuxSeccompAction::ScmpActAllow)
+            .build()
+            .unwrap();
+        let s = profile(LinuxSeccompAction::ScmpActErrno, vec![allow]);
+        let mut warnings = Vec::new();
+        check_syscall_names(&s, &mut warnings).unwrap();
+        assert_eq!(warnings.len(), 1);
+    }
+
+    #[test]
+    fn explicit_false_no_new_privileges_is_dropped() {
+        let mut spec = Spec::default();
+        spec.set_process(Some(ProcessBuilder::default().no_new_privileges(false).build().unwrap()));
+        normalize_no_new_privileges(&mut spec);
+        assert_eq!(spec.process().as_ref().unwrap().no_new_privileges(), None);
+        spec.set_process(Some(ProcessBuilder::default().no_new_privileges(true).build().unwrap()));
+        normalize_no_new_privileges(&mut spec);
+        assert_eq!(spec.process().as_ref().unwrap().no_new_privileges(), Some(true));
+    }
+
+    #[test]
+    fn rlimits_above_the_hard_limit_are_clamped() {
+        let mut spec = Spec::default();
+        let nofile = PosixRlimitBuilder::default()
+            .typ(PosixRlimitType::RlimitNofile)
+            .soft(1_048_576u64)
+            .hard(1_048_576u64)
+            .build()
+            .unwrap();
+        let core = PosixRlimitBuilder::default().typ(PosixRlimitType::RlimitCore).soft(0u64).hard(0u64).build().unwrap();
+        spec.set_process(Some(ProcessBuilder::default().rlimits(vec![nofile, core]).build().unwrap()));
+        let warnings = clamp_rlimits(&mut spec, |_| Some(524_288)).unwrap();
+        assert_eq!(warnings.len(), 1);
+        let rl = spec.process().as_ref().unwrap().rlimits().as_ref().unwrap();
+        assert_eq!((rl[0].soft(), rl[0].hard()), (524_288, 524_288));
+        assert_eq!((rl[1].soft(), rl[1].hard()), (0, 0));
+    }
+
+    #[test]
+    fn destinations_are_resolved_inside_the_rootfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("run")).unwrap();
+        std::fs::create_dir_all(root.join("var")).unwrap();
+        std::os::unix::fs::symlink("/run", root.join("var/run")).unwrap();
+        std::os::unix::fs::symlink("../../../../etc", root.join("evil")).unwrap();
+        std::os::unix::fs::symlink("../run", root.join("var/up")).unwrap();
+        check_destination(root, Path::new("/var/run/secrets")).unwrap();
+        check_destination(root, Path::new("/var/up/x")).unwrap();
+        check_destination(root, Path::new("/new/dir")).unwrap();
+        let err = check_destination(root, Path::new("/evil/passwd")).unwrap_err().to_string();
+        assert!(err.contains("outside the rootfs"), "{err}");
+        assert!(check_destination(root, Path::new("/../x")).is_err());
+    }
+}

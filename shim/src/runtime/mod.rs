@@ -1,0 +1,721 @@
+//! The container runtime: the only module that talks to libcontainer. It owns
+//! the state directory, adapts each spec through `guards` before libcontainer
+//! sees it, and drives the lifecycle (create, start, kill, delete, exec...).
+//!
+//! State layout under the root (default /run/claude-shim):
+//!   <root>/<id>/               libcontainer's container directory (state.json...)
+//!   <root>/.claude-shim/<id>/  ours: the effective config.json libcontainer
+//!                              reads, meta.json (the engine's bundle, helper
+//!                              pids), and a lock held while `create` runs.
+
+pub mod executor;
+pub mod foreground;
+pub mod guards;
+pub mod seal;
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt};
+use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::container::{Container, ContainerStatus};
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, Spec};
+use libcontainer::syscall::syscall::SyscallType;
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::signal::Signal as NixSignal;
+use serde::{Deserialize, Serialize};
+
+use self::executor::ShimExecutor;
+
+/// Our directory under the root; never a valid container id.
+const OURS: &str = ".claude-shim";
+
+/// What the runtime keeps about a container beside libcontainer's state.
+#[derive(Serialize, Deserialize, Debug, Default, Clone)]
+pub struct Meta {
+    /// The bundle the engine or user gave; libcontainer only sees our copy.
+    pub bundle: PathBuf,
+    /// The rootfs, absolute.
+    pub rootfs: PathBuf,
+    /// Processes claude-shim started beside the container (pasta, proxy), by name.
+    #[serde(default)]
+    pub helpers: HashMap<String, i32>,
+}
+
+pub struct Runtime {
+    pub root: PathBuf,
+}
+
+/// A request to create a container.
+pub struct CreateRequest<'a> {
+    pub id: &'a str,
+    pub bundle: &'a Path,
+    pub pid_file: Option<&'a Path>,
+    pub console_socket: Option<&'a Path>,
+    pub preserve_fds: i32,
+    pub no_pivot: bool,
+    /// stdio for the container's init; None inherits ours.
+    pub stdio: Option<[OwnedFd; 3]>,
+}
+
+/// A held per-id lock; released when dropped (or when the process dies).
+pub struct IdLock(#[expect(dead_code, reason = "held for its lock")] Flock<fs::File>);
+
+pub fn validate_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        bail!("use an empty container id: ids are 1 or more of [A-Za-z0-9_+.-]");
+    }
+    if id == "." || id == ".." || id == OURS {
+        bail!("use container id {id:?}: it is reserved");
+    }
+    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "_+-.".contains(*c))) {
+        bail!("use container id {id:?}: it holds {c:?}; ids are made of [A-Za-z0-9_+.-]");
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+impl Runtime {
+    /// The state root: `--root`, or runc's defaults under our name.
+    pub fn new(root: Option<&Path>) -> Result<Self> {
+        let root = match root {
+            Some(r) => r.to_path_buf(),
+            None if is_root() => PathBuf::from("/run/claude-shim"),
+            None => match std::env::var_os("XDG_RUNTIME_DIR") {
+                Some(dir) if Path::new(&dir).is_dir() => Path::new(&dir).join("claude-shim"),
+                _ => std::env::temp_dir().join(format!("claude-shim-{}", nix::unistd::geteuid())),
+            },
+        };
+        Ok(Self { root })
+    }
+
+    fn ensure_root(&self) -> Result<PathBuf> {
+        let ours = self.root.join(OURS);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&ours)
+            .with_context(|| format!("create state directory {}", ours.display()))?;
+        let root = fs::canonicalize(&self.root).with_context(|| format!("resolve state directory {}", self.root.display()))?;
+        Ok(root)
+    }
+
+    pub fn container_dir(&self, id: &str) -> PathBuf {
+        self.root.join(id)
+    }
+
+    pub fn meta_dir(&self, id: &str) -> PathBuf {
+        self.root.join(OURS).join(id)
+    }
+
+    pub fn exists(&self, id: &str) -> bool {
+        self.container_dir(id).exists() || self.meta_dir(id).exists()
+    }
+
+    pub fn read_meta(&self, id: &str) -> Option<Meta> {
+        let raw = fs::read(self.meta_dir(id).join("meta.json")).ok()?;
+        serde_json::from_slice(&raw).ok()
+    }
+
+    pub fn write_meta(&self, id: &str, meta: &Meta) -> Result<()> {
+        let path = self.meta_dir(id).join("meta.json");
+        let tmp = path.with_extension("json.tmp");
+        fs::write(&tmp, serde_json::to_vec(meta)?).with_context(|| format!("write {}", tmp.display()))?;
+        fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))
+    }
+
+    /// The effective spec libcontainer runs, as written at create.
+    pub fn effective_spec(&self, id: &str) -> Result<Spec> {
+        let path = self.meta_dir(id).join("config.json");
+        Spec::load(&path).with_context(|| format!("read {}", path.display()))
+    }
+
+    fn try_lock(&self, id: &str) -> Result<Option<IdLock>> {
+        let path = self.meta_dir(id).join("lock");
+        let file = match fs::OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
+        };
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Ok(Some(IdLock(lock))),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => bail!("container {id} is being created by another process"),
+            Err((_, e)) => Err(e).with_context(|| format!("lock {}", path.display())),
+        }
+    }
+
+    /// Claims `id` atomically: a fresh directory holding a locked file is
+    /// renamed into place, so two creates of one id cannot both win, and a
+    /// create that died leaves a lock anyone can take.
+    fn claim(&self, id: &str) -> Result<IdLock> {
+        let root = self.ensure_root()?;
+        let ours = root.join(OURS);
+        loop {
+            let tmp = ours.join(format!(".new-{}-{}", std::process::id(), id));
+            let _ = fs::remove_dir_all(&tmp);
+            fs::DirBuilder::new().mode(0o700).create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
+            let lock_path = tmp.join("lock");
+            let file = fs::File::create(&lock_path).with_context(|| format!("create {}", lock_path.display()))?;
+            let lock = Flock::lock(file, FlockArg::LockExclusive)
+                .map_err(|(_, e)| e)
+                .with_context(|| format!("lock {}", lock_path.display()))?;
+            let claimed = !self.container_dir(id).exists() && fs::rename(&tmp, self.meta_dir(id)).is_ok();
+            if claimed {
+                return Ok(IdLock(lock));
+            }
+            let _ = fs::remove_dir_all(&tmp);
+            drop(lock);
+            // The id is taken, or was by a create that died half-way.
+            if self.is_complete(id) {
+                bail!("create container {id}: a container with this id already exists");
+            }
+            match self.try_lock(id)? {
+                Some(_held) => {
+                    tracing::warn!("container {id} was left half-created; removing what it left");
+                    self.remove_leftovers(id)?;
+                }
+                None if self.meta_dir(id).exists() => {
+                    bail!("create container {id}: a container with this id already exists")
+                }
+                None => self.remove_leftovers(id)?,
+            }
+        }
+    }
+
+    /// A container whose create finished: state.json with a pid.
+    fn is_complete(&self, id: &str) -> bool {
+        match Container::load(self.container_dir(id)) {
+            Ok(c) => c.pid().is_some() && c.status() != ContainerStatus::Creating,
+            Err(_) => false,
+        }
+    }
+
+    /// Removes everything a container (whole or half-created) holds: its
+    /// processes and cgroup, helper processes, and both state directories.
+    pub fn remove_leftovers(&self, id: &str) -> Result<()> {
+        let dir = self.container_dir(id);
+        let mut errors = Vec::new();
+        if let Some(meta) = self.read_meta(id) {
+            crate::network::stop_helpers(&meta);
+        }
+        if dir.join("state.json").exists() {
+            match Container::load(dir.clone()) {
+                Ok(mut c) => {
+                    if let Err(e) = c.delete(true) {
+                        errors.push(format!("delete container {id}: {e}"));
+                    }
+                }
+                Err(e) => errors.push(format!("load container {id}: {e}")),
+            }
+        } else if let Ok(spec) = self.effective_spec(id) {
+            // No state yet: the cgroup named in our config is all that can hold processes.
+            if let Some(path) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) {
+                match cgroup_manager(&path, id) {
+                    Ok(m) => {
+                        if let Err(e) = m.remove() {
+                            errors.push(format!("remove cgroup {}: {e}", path.display()));
+                        }
+                    }
+                    Err(e) => errors.push(format!("open cgroup {}: {e}", path.display())),
+                }
+            }
+        }
+        for d in [dir, self.meta_dir(id)] {
+            match fs::remove_dir_all(&d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => errors.push(format!("remove {}: {e}", d.display())),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow!(errors.join("; ")))
+        }
+    }
+
+    /// Loads a container, or says it does not exist.
+    pub fn load(&self, id: &str) -> Result<Container> {
+        validate_id(id)?;
+        let dir = self.container_dir(id);
+        if !dir.join("state.json").exists() {
+            bail!("find container {id}: it does not exist");
+        }
+        Container::load(dir).map_err(|e| anyhow!("load container {id}: {e}"))
+    }
+
+    /// Reads and adapts the bundle's config.json, writes the effective copy,
+    /// and has libcontainer create the container (its init waits for `start`).
+    pub fn create(&self, req: CreateRequest<'_>, adapt: &dyn Fn(&mut Spec, &Meta) -> Result<()>) -> Result<Container> {
+        validate_id(req.id)?;
+        let id = req.id;
+        let bundle = fs::canonicalize(req.bundle).with_context(|| format!("open bundle {}", req.bundle.display()))?;
+        let config_path = bundle.join("config.json");
+        let raw = fs::read(&config_path).with_context(|| format!("read {}", config_path.display()))?;
+        let mut spec: Spec = serde_json::from_slice(&raw).map_err(|e| anyhow!("parse {}: {e}", config_path.display()))?;
+        if !spec.version().starts_with("1.") {
+            bail!("run {}: ociVersion {:?} is not supported (1.x is)", config_path.display(), spec.version());
+        }
+        let root_path = spec
+            .root()
+            .as_ref()
+            .ok_or_else(|| anyhow!("read {}: it has no root", config_path.display()))?
+            .path()
+            .clone();
+        let rootfs = bundle.join(&root_path);
+        let rootfs = fs::canonicalize(&rootfs).with_context(|| format!("open rootfs {}", rootfs.display()))?;
+        if !rootfs.is_dir() {
+            bail!("use rootfs {}: it is not a directory", rootfs.display());
+        }
+        if spec.process().as_ref().and_then(|p| p.args().as_ref()).is_none_or(|a| a.is_empty()) {
+            bail!("read {}: process.args is empty", config_path.display());
+        }
+        for m in spec.mounts().iter().flatten() {
+            if !m.destination().is_absolute() {
+                bail!("mount {}: its destination must be an absolute path", m.destination().display());
+            }
+            guards::check_destination(&rootfs, m.destination())?;
+        }
+        if let Some(r) = spec.root_mut() {
+            r.set_path(rootfs.clone());
+        }
+
+        let user_ns = has_new_namespace(&spec, LinuxNamespaceType::User);
+        let caller = guards::Caller { may_raise_rlimits: is_root() && !user_ns && has_cap_sys_resource() };
+        for w in guards::apply(&mut spec, &caller)? {
+            tracing::warn!("{w}");
+        }
+        self.default_cgroups_path(&mut spec, id)?;
+        if spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()).is_some() {
+            require_kernel_seccomp()?;
+        }
+
+        let _lock = self.claim(id)?;
+        let meta = Meta { bundle: bundle.clone(), rootfs, helpers: HashMap::new() };
+        let result = self.create_claimed(req, spec, &meta, adapt);
+        if result.is_err() {
+            if let Err(e) = self.remove_leftovers(id) {
+                tracing::warn!("clean up after the failed create of {id}: {e}");
+            }
+        }
+        result
+    }
+
+    fn create_claimed(
+        &self,
+        req: CreateRequest<'_>,
+        mut spec: Spec,
+        meta: &Meta,
+        adapt: &dyn Fn(&mut Spec, &Meta) -> Result<()>,
+    ) -> Result<Container> {
+        let id = req.id;
+        adapt(&mut spec, meta)?;
+        self.write_meta(id, meta)?;
+        let meta_dir = self.meta_dir(id);
+        let effective = meta_dir.join("config.json");
+        spec.save(&effective).map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
+
+        let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
+        let nnp = spec.process().as_ref().and_then(|p| p.no_new_privileges()) == Some(true);
+        let executor = ShimExecutor { tenant_seccomp: None, expect_seccomp: seccomp.is_some(), expect_no_new_privs: nnp };
+        let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
+
+        let mut builder = ContainerBuilder::new(id.to_owned(), SyscallType::default())
+            .with_executor(executor)
+            .with_root_path(&self.root)
+            .map_err(|e| anyhow!("use state directory {}: {e}", self.root.display()))?
+            .with_pid_file(req.pid_file)
+            .map_err(|e| anyhow!("use pid file: {e}"))?
+            .with_console_socket(req.console_socket)
+            .with_preserved_fds(req.preserve_fds);
+        if let Some([stdin, stdout, stderr]) = req.stdio {
+            builder = builder.with_stdin(stdin).with_stdout(stdout).with_stderr(stderr);
+        }
+        let container = builder
+            .validate_id()
+            .map_err(|e| anyhow!("use container id {id:?}: {e}"))?
+            .as_init(&meta_dir)
+            .with_systemd(false)
+            .with_detach(terminal)
+            .with_no_pivot(req.no_pivot)
+            .build()
+            .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
+        Ok(container)
+    }
+
+    /// Without cgroupsPath libcontainer names the cgroup ":youki:<id>" in every
+    /// hierarchy; name it after us instead, under a delegated subtree when
+    /// unprivileged.
+    fn default_cgroups_path(&self, spec: &mut Spec, id: &str) -> Result<()> {
+        let Some(linux) = spec.linux_mut() else { bail!("read config.json: it has no linux section") };
+        if linux.cgroups_path().is_some() {
+            return Ok(());
+        }
+        let path = if is_root() {
+            PathBuf::from(format!("/claude-shim/{id}"))
+        } else {
+            let uid = nix::unistd::geteuid();
+            let parent = PathBuf::from(format!("/claude-shim/user-{uid}"));
+            check_delegated(&parent)?;
+            parent.join(id)
+        };
+        linux.set_cgroups_path(Some(path));
+        Ok(())
+    }
+
+    pub fn start(&self, id: &str) -> Result<()> {
+        let mut c = self.load(id)?;
+        if c.status() != ContainerStatus::Created {
+            bail!("start container {id}: it is {}, not created", status_name(c.status()));
+        }
+        c.start().map_err(|e| anyhow!("start container {id}: {}", libcontainer_error(&e)))
+    }
+
+    /// Sends `signal` to the init (or to every process). A created container's
+    /// init is still runtime code with default dispositions, and as pid 1 of its
+    /// namespace it would ignore e.g. SIGTERM; runc's Go init dies of it, and so
+    /// must ours, so a terminating signal becomes SIGKILL there.
+    pub fn kill(&self, id: &str, signal: &str, all: bool) -> Result<()> {
+        let sig = parse_signal(signal)?;
+        let mut c = self.load(id)?;
+        let before = c.status();
+        if before == ContainerStatus::Stopped && !all {
+            bail!("kill container {id}: it is not running");
+        }
+        let sig = if before == ContainerStatus::Created && terminates(sig) { NixSignal::SIGKILL } else { sig };
+        c.kill(libcontainer::signal::Signal::from(sig), all)
+            .map_err(|e| anyhow!("kill container {id}: {}", libcontainer_error(&e)))?;
+        // libcontainer records "stopped" after any signal; keep the true state.
+        if let Ok(mut fresh) = self.load(id) {
+            let alive = fresh.pid().is_some_and(|p| nix::sys::signal::kill(p, None).is_ok() && !is_zombie(p.as_raw()));
+            let status = if alive && before != ContainerStatus::Stopped { before } else { ContainerStatus::Stopped };
+            fresh.set_status(status);
+            fresh.save().map_err(|e| anyhow!("save state of container {id}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    pub fn delete(&self, id: &str, force: bool) -> Result<()> {
+        validate_id(id)?;
+        if !self.exists(id) {
+            if force {
+                return Ok(());
+            }
+            bail!("delete container {id}: it does not exist");
+        }
+        let _lock = match self.try_lock(id) {
+            Ok(l) => l,
+            Err(e) if force => {
+                // A create still running holds the lock; force means now.
+                tracing::warn!("{e}; deleting anyway");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        if self.container_dir(id).join("state.json").exists() {
+            let mut c = self.load(id)?;
+            c.refresh_status().map_err(|e| anyhow!("read status of container {id}: {e}"))?;
+            let status = c.status();
+            let deletable = matches!(status, ContainerStatus::Stopped | ContainerStatus::Created);
+            if !deletable && !force {
+                bail!("delete container {id}: it is {}; stop it first or use --force", status_name(status));
+            }
+        }
+        self.remove_leftovers(id).with_context(|| format!("delete container {id}"))
+    }
+
+    pub fn pause(&self, id: &str) -> Result<()> {
+        let mut c = self.load(id)?;
+        if c.status() != ContainerStatus::Running {
+            bail!("pause container {id}: it is {}, not running", status_name(c.status()));
+        }
+        c.pause().map_err(|e| anyhow!("pause container {id}: {}", libcontainer_error(&e)))
+    }
+
+    pub fn resume(&self, id: &str) -> Result<()> {
+        let mut c = self.load(id)?;
+        if c.status() != ContainerStatus::Paused {
+            bail!("resume container {id}: it is {}, not paused", status_name(c.status()));
+        }
+        c.resume().map_err(|e| anyhow!("resume container {id}: {}", libcontainer_error(&e)))
+    }
+
+    /// runc's `state` JSON.
+    pub fn state_json(&self, id: &str) -> Result<serde_json::Value> {
+        let c = self.load(id)?;
+        Ok(self.state_of(&c))
+    }
+
+    fn state_of(&self, c: &Container) -> serde_json::Value {
+        let meta = self.read_meta(c.id()).unwrap_or_default();
+        let status = c.status();
+        let pid = match status {
+            ContainerStatus::Stopped => 0,
+            _ => c.pid().map(|p| p.as_raw()).unwrap_or(0),
+        };
+        let mut v = serde_json::json!({
+            "ociVersion": libcontainer::oci_spec::runtime::VERSION,
+            "id": c.id(),
+            "pid": pid,
+            "status": status_name(status),
+            "bundle": meta.bundle,
+            "rootfs": meta.rootfs,
+            "created": c.created().map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)).unwrap_or_default(),
+            "owner": c.creator().map(|o| o.to_string_lossy().into_owned()).unwrap_or_default(),
+        });
+        if let Some(a) = &c.state.annotations {
+            v["annotations"] = serde_json::json!(a);
+        }
+        if !meta.helpers.is_empty() {
+            v["annotations"]["run.claude-shim.helpers"] = serde_json::json!(crate::network::describe_helpers(&meta));
+        }
+        v
+    }
+
+    /// Every container under the root, as runc's state JSON.
+    pub fn list(&self) -> Result<Vec<serde_json::Value>> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("read state directory {}", self.root.display())),
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !entry.path().join("state.json").exists() {
+                continue;
+            }
+            if let Ok(c) = self.load(&name) {
+                out.push(self.state_of(&c));
+            }
+        }
+        out.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+        Ok(out)
+    }
+
+    /// Pids of every process in the container's cgroup.
+    pub fn pids(&self, id: &str) -> Result<Vec<i32>> {
+        let c = self.load(id)?;
+        let path = c.spec().map_err(|e| anyhow!("read config of container {id}: {e}"))?.cgroup_path;
+        let m = cgroup_manager(&path, id)?;
+        let mut pids: Vec<i32> = m
+            .get_all_pids()
+            .map_err(|e| anyhow!("list processes of container {id}: {e}"))?
+            .into_iter()
+            .map(|p| p.as_raw())
+            .collect();
+        pids.sort_unstable();
+        Ok(pids)
+    }
+
+    pub fn update(&self, id: &str, resources: &LinuxResources) -> Result<()> {
+        let c = self.load(id)?;
+        if c.status() == ContainerStatus::Stopped {
+            bail!("update container {id}: it is not running");
+        }
+        let path = c.spec().map_err(|e| anyhow!("read config of container {id}: {e}"))?.cgroup_path;
+        let m = cgroup_manager(&path, id)?;
+        let opt = ControllerOpt { resources, freezer_state: None, oom_score_adj: None, disable_oom_killer: false };
+        m.apply(&opt).map_err(|e| anyhow!("update cgroup of container {id}: {e}"))
+    }
+
+    /// Starts a process in a running container (libcontainer's tenant).
+    pub fn exec(&self, req: ExecRequest<'_>) -> Result<nix::unistd::Pid> {
+        let id = req.id;
+        let c = self.load(id)?;
+        match c.status() {
+            ContainerStatus::Running => {}
+            ContainerStatus::Paused if req.ignore_paused => {}
+            s => bail!("exec in container {id}: it is {}, not running", status_name(s)),
+        }
+        let spec = self.effective_spec(id)?;
+        let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
+        let executor = ShimExecutor { expect_seccomp: seccomp.is_some(), tenant_seccomp: seccomp, expect_no_new_privs: false };
+        let mut builder = ContainerBuilder::new(id.to_owned(), SyscallType::default())
+            .with_executor(executor)
+            .with_root_path(&self.root)
+            .map_err(|e| anyhow!("use state directory {}: {e}", self.root.display()))?
+            .with_console_socket(req.console_socket)
+            .with_pid_file(req.pid_file)
+            .map_err(|e| anyhow!("use pid file: {e}"))?
+            .with_preserved_fds(req.preserve_fds);
+        if let Some([stdin, stdout, stderr]) = req.stdio {
+            builder = builder.with_stdin(stdin).with_stdout(stdout).with_stderr(stderr);
+        }
+        builder
+            .validate_id()
+            .map_err(|e| anyhow!("use container id {id:?}: {e}"))?
+            .as_tenant()
+            .with_detach(req.terminal)
+            .with_process(Some(req.process))
+            .with_ignore_paused(req.ignore_paused)
+            .build()
+            .map_err(|e| anyhow!("exec in container {id}: {}", libcontainer_error(&e)))
+    }
+}
+
+pub struct ExecRequest<'a> {
+    pub id: &'a str,
+    /// process.json: the whole process to run.
+    pub process: &'a Path,
+    pub pid_file: Option<&'a Path>,
+    pub console_socket: Option<&'a Path>,
+    /// The process has a terminal (its console socket is ours or the caller's).
+    pub terminal: bool,
+    pub preserve_fds: i32,
+    pub ignore_paused: bool,
+    pub stdio: Option<[OwnedFd; 3]>,
+}
+
+pub fn has_new_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == typ && n.path().is_none()))
+}
+
+pub fn cgroup_manager(path: &Path, id: &str) -> Result<libcgroups::common::AnyCgroupManager> {
+    libcgroups::common::create_cgroup_manager(CgroupConfig {
+        cgroup_path: path.to_path_buf(),
+        systemd_cgroup: false,
+        container_name: id.to_owned(),
+    })
+    .map_err(|e| anyhow!("open cgroup {}: {e}", path.display()))
+}
+
+/// Unprivileged on cgroup v1, libcontainer can only create cgroups under a
+/// subtree root has delegated. Refuse up front, naming it, rather than fail
+/// somewhere in the middle of create.
+fn check_delegated(parent: &Path) -> Result<()> {
+    let rel = parent.strip_prefix("/").unwrap_or(parent);
+    for controller in ["memory", "pids", "cpu", "freezer", "devices"] {
+        let dir = Path::new("/sys/fs/cgroup").join(controller);
+        if !dir.is_dir() {
+            continue;
+        }
+        let path = dir.join(rel);
+        let writable = nix::unistd::access(&path, nix::unistd::AccessFlags::W_OK).is_ok();
+        if !writable {
+            bail!(
+                "find a delegated cgroup for uid {}: {} is missing or not writable (as root: hack/delegate-cgroups {})",
+                nix::unistd::geteuid(),
+                path.display(),
+                nix::unistd::geteuid()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The kernel must filter; libcontainer would otherwise fail late or not at all.
+fn require_kernel_seccomp() -> Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let r = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    if r < 0 {
+        bail!("use seccomp: this kernel has no seccomp support ({})", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn has_cap_sys_resource() -> bool {
+    const CAP_SYS_RESOURCE: u64 = 24;
+    caps_effective().is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
+}
+
+/// The effective capability set of this process.
+pub fn caps_effective() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(true)
+}
+
+pub fn status_name(s: ContainerStatus) -> &'static str {
+    match s {
+        ContainerStatus::Creating => "creating",
+        ContainerStatus::Created => "created",
+        ContainerStatus::Running => "running",
+        ContainerStatus::Stopped => "stopped",
+        ContainerStatus::Paused => "paused",
+    }
+}
+
+/// runc's signal forms: a name with or without SIG, or a number.
+pub fn parse_signal(s: &str) -> Result<NixSignal> {
+    let upper = s.to_ascii_uppercase();
+    let parsed = if let Ok(n) = upper.parse::<i32>() {
+        NixSignal::try_from(n).ok()
+    } else {
+        let name = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+        name.parse::<NixSignal>().ok()
+    };
+    parsed.ok_or_else(|| anyhow!("parse signal {s:?}: it is not a signal name or number"))
+}
+
+/// Signals whose default action ends the process.
+fn terminates(sig: NixSignal) -> bool {
+    use NixSignal::*;
+    !matches!(sig, SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH)
+}
+
+/// libcontainer's errors nest their cause; show the whole chain on one line.
+pub fn libcontainer_error(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+/// Writes `pid` to `path` the way runc does (no newline), atomically.
+pub fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
+    let tmp = path.with_extension("tmp-claude-shim");
+    let mut f = fs::File::create(&tmp).with_context(|| format!("write pid file {}", tmp.display()))?;
+    write!(f, "{pid}")?;
+    f.set_permissions(fs::Permissions::from_mode(0o644))?;
+    fs::rename(&tmp, path).with_context(|| format!("write pid file {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_runc_rules() {
+        for ok in ["abc", "a.b-c_d+e", "0"] {
+            validate_id(ok).unwrap();
+        }
+        for bad in ["", "../x", "a/b", ".", "..", ".claude-shim", "a b"] {
+            assert!(validate_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn signals_parse_like_runc() {
+        assert_eq!(parse_signal("KILL").unwrap(), NixSignal::SIGKILL);
+        assert_eq!(parse_signal("sigterm").unwrap(), NixSignal::SIGTERM);
+        assert_eq!(parse_signal("9").unwrap(), NixSignal::SIGKILL);
+        assert_eq!(parse_signal("SIGUSR1").unwrap(), NixSignal::SIGUSR1);
+        assert!(parse_signal("NOPE").is_err());
+        assert!(parse_signal("99").is_err());
+    }
+}

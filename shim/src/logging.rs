@@ -72,8 +72,7 @@ pub fn render(format: LogFormat, to_stderr: bool, level: Level, msg: &str, time:
 
 /// logrus quotes a value that holds anything but plain characters.
 fn quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-._/@^+".contains(c));
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-._/@^+".contains(c));
     if plain {
         s.to_owned()
     } else {
@@ -122,7 +121,10 @@ impl<S: Subscriber> Layer<S> for SinkLayer {
     }
 
     fn on_event(&self, event: &Event<'_>, _: LayerContext<'_, S>) {
-        let mut visitor = MessageVisitor { message: String::new(), fields: String::new() };
+        let mut visitor = MessageVisitor {
+            message: String::new(),
+            fields: String::new(),
+        };
         event.record(&mut visitor);
         let mut msg = visitor.message;
         msg.push_str(&visitor.fields);
@@ -143,8 +145,11 @@ pub fn init(log: Option<&Path>, format: LogFormat, debug: bool) -> Result<&'stat
         }
         _ => (Box::new(io::stderr()), true),
     };
-    let sink: &'static LogSink =
-        Box::leak(Box::new(LogSink { format, to_stderr, out: Mutex::new(out) }));
+    let sink: &'static LogSink = Box::leak(Box::new(LogSink {
+        format,
+        to_stderr,
+        out: Mutex::new(out),
+    }));
     tracing_subscriber::registry().with(SinkLayer { sink, debug }).init();
     Ok(sink)
 }
@@ -169,7 +174,13 @@ mod tests {
 
     #[test]
     fn json_line_has_runc_shape() {
-        let line = render(LogFormat::Json, false, Level::ERROR, "failed to x: \"y\"", "2026-01-02T03:04:05Z");
+        let line = render(
+            LogFormat::Json,
+            false,
+            Level::ERROR,
+            "failed to x: \"y\"",
+            "2026-01-02T03:04:05Z",
+        );
         assert_eq!(
             line,
             "{\"level\":\"error\",\"msg\":\"failed to x: \\\"y\\\"\",\"time\":\"2026-01-02T03:04:05Z\"}\n"
@@ -180,14 +191,26 @@ mod tests {
 
     #[test]
     fn text_line_has_logrus_shape() {
-        let line = render(LogFormat::Text, false, Level::WARN, "clamped rlimit", "2026-01-02T03:04:05Z");
-        assert_eq!(line, "time=\"2026-01-02T03:04:05Z\" level=warning msg=\"clamped rlimit\"\n");
+        let line = render(
+            LogFormat::Text,
+            false,
+            Level::WARN,
+            "clamped rlimit",
+            "2026-01-02T03:04:05Z",
+        );
+        assert_eq!(
+            line,
+            "time=\"2026-01-02T03:04:05Z\" level=warning msg=\"clamped rlimit\"\n"
+        );
         let line = render(LogFormat::Text, false, Level::INFO, "plain", "T");
         assert_eq!(line, "time=\"T\" level=info msg=plain\n");
     }
 
     #[test]
     fn stderr_text_is_plain() {
-        assert_eq!(render(LogFormat::Text, true, Level::ERROR, "failed to x", "T"), "claude-shim: failed to x\n");
+        assert_eq!(
+            render(LogFormat::Text, true, Level::ERROR, "failed to x", "T"),
+            "claude-shim: failed to x\n"
+        );
     }
 }

@@ -122,7 +122,12 @@ mod tests {
     #[test]
     fn errors_read_after_failed_to() {
         let io = std::io::Error::from_raw_os_error(2);
-        let e = anyhow::Error::new(io).context("read /b/config.json").context("create container x");
-        assert_eq!(error_line(&e), "failed to create container x: read /b/config.json: no such file or directory");
+        let e = anyhow::Error::new(io)
+            .context("read /b/config.json")
+            .context("create container x");
+        assert_eq!(
+            error_line(&e),
+            "failed to create container x: read /b/config.json: no such file or directory"
+        );
     }
 }

@@ -55,7 +55,11 @@ pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
     let terminal = process.terminal().unwrap_or(false);
     let own_console = terminal && !args.detach && args.console_socket.is_none();
     let meta_dir = rt.meta_dir(id);
-    let console = if own_console { Some(ConsoleSocket::bind(&meta_dir)?) } else { None };
+    let console = if own_console {
+        Some(ConsoleSocket::bind(&meta_dir)?)
+    } else {
+        None
+    };
     let process_file: PathBuf = meta_dir.join(format!("exec-{}.json", std::process::id()));
     std::fs::write(&process_file, serde_json::to_vec(&process)?)
         .with_context(|| format!("write {}", process_file.display()))?;
@@ -63,7 +67,10 @@ pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
         id,
         process: &process_file,
         pid_file: args.pid_file.as_deref(),
-        console_socket: console.as_ref().map(|c| c.path.as_path()).or(args.console_socket.as_deref()),
+        console_socket: console
+            .as_ref()
+            .map(|c| c.path.as_path())
+            .or(args.console_socket.as_deref()),
         terminal,
         preserve_fds: args.preserve_fds,
         ignore_paused: args.ignore_paused,

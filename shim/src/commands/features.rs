@@ -5,23 +5,92 @@ use anyhow::Result;
 use serde_json::json;
 
 pub const CAPABILITIES: &[&str] = &[
-    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
-    "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
-    "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER",
-    "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT",
-    "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME",
-    "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL",
-    "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
-    "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
 ];
 
 pub fn features_json() -> serde_json::Value {
     let mount_options = [
-        "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "iversion",
-        "lazytime", "loud", "mand", "noatime", "nodev", "nodiratime", "noexec", "noiversion",
-        "nolazytime", "nomand", "norelatime", "nostrictatime", "nosuid", "nosymfollow", "private",
-        "rbind", "relatime", "remount", "ro", "rprivate", "rshared", "rslave", "runbindable", "rw",
-        "shared", "silent", "slave", "strictatime", "suid", "symfollow", "sync", "unbindable",
+        "async",
+        "atime",
+        "bind",
+        "defaults",
+        "dev",
+        "diratime",
+        "dirsync",
+        "exec",
+        "iversion",
+        "lazytime",
+        "loud",
+        "mand",
+        "noatime",
+        "nodev",
+        "nodiratime",
+        "noexec",
+        "noiversion",
+        "nolazytime",
+        "nomand",
+        "norelatime",
+        "nostrictatime",
+        "nosuid",
+        "nosymfollow",
+        "private",
+        "rbind",
+        "relatime",
+        "remount",
+        "ro",
+        "rprivate",
+        "rshared",
+        "rslave",
+        "runbindable",
+        "rw",
+        "shared",
+        "silent",
+        "slave",
+        "strictatime",
+        "suid",
+        "symfollow",
+        "sync",
+        "unbindable",
     ];
     json!({
         "ociVersionMin": "1.0.0",
@@ -68,6 +137,14 @@ mod tests {
         let v = super::features_json();
         let f: libcontainer::oci_spec::runtime::Features = serde_json::from_value(v).unwrap();
         assert_eq!(f.oci_version_min(), "1.0.0");
-        assert!(f.linux().as_ref().unwrap().seccomp().as_ref().unwrap().enabled().unwrap());
+        assert!(f
+            .linux()
+            .as_ref()
+            .unwrap()
+            .seccomp()
+            .as_ref()
+            .unwrap()
+            .enabled()
+            .unwrap());
     }
 }

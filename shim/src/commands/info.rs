@@ -25,13 +25,22 @@ pub fn list(rt: &Runtime, args: &crate::cli::List) -> Result<i32> {
     match args.format.as_str() {
         "json" => writeln!(out, "{}", serde_json::to_string(&all)?)?,
         "table" => {
-            let mut rows = vec![["ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER"].map(String::from).to_vec()];
+            let mut rows = vec![["ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER"]
+                .map(String::from)
+                .to_vec()];
             for c in &all {
                 let s = |k: &str| match &c[k] {
                     serde_json::Value::String(s) => s.clone(),
                     v => v.to_string(),
                 };
-                rows.push(vec![s("id"), s("pid"), s("status"), s("bundle"), s("created"), s("owner")]);
+                rows.push(vec![
+                    s("id"),
+                    s("pid"),
+                    s("status"),
+                    s("bundle"),
+                    s("created"),
+                    s("owner"),
+                ]);
             }
             write_table(&mut out, &rows)?;
         }
@@ -42,9 +51,15 @@ pub fn list(rt: &Runtime, args: &crate::cli::List) -> Result<i32> {
 
 fn write_table(out: &mut impl Write, rows: &[Vec<String>]) -> Result<()> {
     let cols = rows.first().map(|r| r.len()).unwrap_or(0);
-    let widths: Vec<usize> = (0..cols).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..cols)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
     for r in rows {
-        let line: Vec<String> = r.iter().enumerate().map(|(i, c)| format!("{c:<w$}", w = widths[i])).collect();
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
         writeln!(out, "{}", line.join("   ").trim_end())?;
     }
     Ok(())
@@ -55,10 +70,18 @@ pub fn ps(rt: &Runtime, args: &liboci_cli::Ps) -> Result<i32> {
     match args.format.as_str() {
         "json" => println!("{}", serde_json::to_string(&pids)?),
         "table" => {
-            let opts = if args.ps_options.is_empty() { vec!["-ef".to_owned()] } else { args.ps_options.clone() };
+            let opts = if args.ps_options.is_empty() {
+                vec!["-ef".to_owned()]
+            } else {
+                args.ps_options.clone()
+            };
             let output = Command::new("ps").args(&opts).output().context("run ps")?;
             if !output.status.success() {
-                bail!("run ps {}: {}", opts.join(" "), String::from_utf8_lossy(&output.stderr).trim());
+                bail!(
+                    "run ps {}: {}",
+                    opts.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                );
             }
             let text = String::from_utf8_lossy(&output.stdout);
             let mut lines = text.lines();

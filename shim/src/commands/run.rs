@@ -32,7 +32,10 @@ pub fn run(rt: &Runtime, args: &crate::cli::Run) -> Result<i32> {
     let (id, bundle) = if args.target.contains('/') {
         (generated_id("run"), PathBuf::from(&args.target))
     } else {
-        (args.target.clone(), args.bundle.clone().unwrap_or_else(|| PathBuf::from(".")))
+        (
+            args.target.clone(),
+            args.bundle.clone().unwrap_or_else(|| PathBuf::from(".")),
+        )
     };
     let opts = RunOptions {
         id: &id,
@@ -84,7 +87,11 @@ pub fn run_bundle(
     };
     let container = rt.create(req, adapt)?;
     let pid = container.pid().context("read the init pid of the new container")?;
-    let signals = if o.detach { None } else { Some(foreground::block_signals()?) };
+    let signals = if o.detach {
+        None
+    } else {
+        Some(foreground::block_signals()?)
+    };
     let master = match &console {
         Some(c) => match c.receive() {
             Ok(m) => Some(m),

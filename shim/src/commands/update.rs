@@ -14,7 +14,9 @@ pub fn update(rt: &Runtime, args: &liboci_cli::Update) -> Result<i32> {
         Some(path) => {
             let mut raw = String::new();
             if path.as_os_str() == "-" {
-                std::io::stdin().read_to_string(&mut raw).context("read resources from stdin")?;
+                std::io::stdin()
+                    .read_to_string(&mut raw)
+                    .context("read resources from stdin")?;
             } else {
                 raw = std::fs::read_to_string(path).with_context(|| format!("read resources {}", path.display()))?;
             }

@@ -7,10 +7,18 @@ use crate::runtime::Meta;
 
 /// Whether `pid` is still the helper we started: a recycled pid must not be signalled.
 fn is_ours(name: &str, pid: i32) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
     let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
     let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-    let base = |s: &[u8]| String::from_utf8_lossy(s).rsplit('/').next().unwrap_or_default().to_owned();
+    let base = |s: &[u8]| {
+        String::from_utf8_lossy(s)
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
     let want = name.split(':').next().unwrap_or(name);
     base(argv0).starts_with(want) || exe.to_string_lossy().contains(want)
 }

@@ -6,9 +6,7 @@
 use std::collections::HashMap;
 
 use libcontainer::oci_spec::runtime::{LinuxSeccomp, Spec};
-use libcontainer::workload::{
-    Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError,
-};
+use libcontainer::workload::{Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError};
 
 #[derive(Clone)]
 pub struct ShimExecutor {
@@ -27,7 +25,9 @@ fn fail(msg: String) -> ExecutorError {
 impl ShimExecutor {
     fn load_tenant_seccomp(&self, seccomp: &LinuxSeccomp) -> Result<(), ExecutorError> {
         if libcontainer::seccomp::is_notify(seccomp) {
-            return Err(fail("seccomp notify rules are not supported for exec'd processes".into()));
+            return Err(fail(
+                "seccomp notify rules are not supported for exec'd processes".into(),
+            ));
         }
         // Capabilities are already dropped here, so the kernel admits a filter
         // only with no_new_privs. Setting it is the fail-closed choice: the

@@ -38,8 +38,13 @@ impl ConsoleSocket {
         let mut buf = [0u8; 4096];
         let mut iov = [IoSliceMut::new(&mut buf)];
         let mut space = nix::cmsg_space!([RawFd; 1]);
-        let msg = recvmsg::<()>(stream.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
-            .context("receive the pty master")?;
+        let msg = recvmsg::<()>(
+            stream.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .context("receive the pty master")?;
         for cmsg in msg.cmsgs().context("read the console message")? {
             if let ControlMessageOwned::ScmRights(fds) = cmsg {
                 if let Some(&fd) = fds.first() {
@@ -70,7 +75,10 @@ impl RawTerminal {
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
         termios::tcsetattr(fd, SetArg::TCSANOW, &raw).ok()?;
-        Some(Self { fd: fd.as_raw_fd(), saved })
+        Some(Self {
+            fd: fd.as_raw_fd(),
+            saved,
+        })
     }
 }
 
@@ -99,7 +107,14 @@ fn copy_winsize(from: RawFd, to: RawFd) {
 pub fn block_signals() -> Result<SignalFd> {
     let mut set = SigSet::all();
     // Synchronous signals cannot be usefully blocked.
-    for s in [Signal::SIGSEGV, Signal::SIGBUS, Signal::SIGILL, Signal::SIGFPE, Signal::SIGKILL, Signal::SIGSTOP] {
+    for s in [
+        Signal::SIGSEGV,
+        Signal::SIGBUS,
+        Signal::SIGILL,
+        Signal::SIGFPE,
+        Signal::SIGKILL,
+        Signal::SIGSTOP,
+    ] {
         set.remove(s);
     }
     set.thread_block().context("block signals")?;
@@ -161,7 +176,11 @@ pub fn wait(
             }
         }
         // After the process is gone, drain what the pty still holds, briefly.
-        let timeout = if status.is_some() { PollTimeout::from(100u16) } else { PollTimeout::NONE };
+        let timeout = if status.is_some() {
+            PollTimeout::from(100u16)
+        } else {
+            PollTimeout::NONE
+        };
         match poll(&mut fds, timeout) {
             Ok(0) => {
                 master_open = false;
@@ -177,7 +196,9 @@ pub fn wait(
         drop(fds);
         if sig_ready {
             while let Ok(Some(info)) = signals.read_signal() {
-                let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else { continue };
+                let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
+                    continue;
+                };
                 match sig {
                     Signal::SIGCHLD => {
                         if let Some(code) = reap(pid)? {

@@ -52,7 +52,9 @@ pub fn normalize_no_new_privileges(spec: &mut Spec) {
 /// libcontainer 0.7 takes `valueTwo` as the mask. Swapping the operands makes
 /// libcontainer build the filter the profile's author meant.
 pub fn swap_masked_eq_operands(seccomp: &mut LinuxSeccomp) {
-    let Some(mut rules) = seccomp.syscalls().clone() else { return };
+    let Some(mut rules) = seccomp.syscalls().clone() else {
+        return;
+    };
     for rule in rules.iter_mut() {
         let Some(mut args) = rule.args().clone() else { continue };
         for arg in args.iter_mut() {
@@ -72,7 +74,10 @@ pub fn swap_masked_eq_operands(seccomp: &mut LinuxSeccomp) {
 }
 
 fn is_permissive(action: LinuxSeccompAction) -> bool {
-    matches!(action, LinuxSeccompAction::ScmpActAllow | LinuxSeccompAction::ScmpActLog)
+    matches!(
+        action,
+        LinuxSeccompAction::ScmpActAllow | LinuxSeccompAction::ScmpActLog
+    )
 }
 
 /// libcontainer skips syscall names it cannot resolve with only a warning, so a
@@ -88,7 +93,9 @@ pub fn check_syscall_names(seccomp: &LinuxSeccomp, warnings: &mut Vec<String>) -
                 continue;
             }
             if widens {
-                warnings.push(format!("seccomp: unknown syscall {name:?} in an allow rule stays denied"));
+                warnings.push(format!(
+                    "seccomp: unknown syscall {name:?} in an allow rule stays denied"
+                ));
             } else {
                 bail!(
                     "resolve syscall {name:?} of a {} rule in the seccomp profile: unknown to libseccomp {}",
@@ -130,7 +137,9 @@ pub fn deny_clone3(seccomp: &mut LinuxSeccomp) -> Option<String> {
             // Allowing clone3 while filtering clone's flags is the bypass itself.
             let names: Vec<String> = rule.names().iter().filter(|n| *n != "clone3").cloned().collect();
             rule.set_names(names);
-            warning = Some("seccomp: clone3 was allowed while clone's flags are filtered; clone3 now returns ENOSYS".to_owned());
+            warning = Some(
+                "seccomp: clone3 was allowed while clone's flags are filtered; clone3 now returns ENOSYS".to_owned(),
+            );
         } else {
             decided = true;
         }
@@ -181,8 +190,12 @@ fn current_hard_limit(resource: &str) -> Option<u64> {
 /// to the current hard limit and say so, rather than failing every start.
 pub fn clamp_rlimits(spec: &mut Spec, hard_limit: impl Fn(&str) -> Option<u64>) -> Result<Vec<String>> {
     let mut warnings = Vec::new();
-    let Some(process) = spec.process_mut().as_mut() else { return Ok(warnings) };
-    let Some(mut rlimits) = process.rlimits().clone() else { return Ok(warnings) };
+    let Some(process) = spec.process_mut().as_mut() else {
+        return Ok(warnings);
+    };
+    let Some(mut rlimits) = process.rlimits().clone() else {
+        return Ok(warnings);
+    };
     for rlimit in rlimits.iter_mut() {
         let name = rlimit.typ().to_string();
         let Some(max) = hard_limit(&name) else { continue };
@@ -195,7 +208,11 @@ pub fn clamp_rlimits(spec: &mut Spec, hard_limit: impl Fn(&str) -> Option<u64>) 
             rlimit.soft(),
             rlimit.hard()
         ));
-        *rlimit = PosixRlimitBuilder::default().typ(rlimit.typ()).soft(soft).hard(hard).build()?;
+        *rlimit = PosixRlimitBuilder::default()
+            .typ(rlimit.typ())
+            .soft(soft)
+            .hard(hard)
+            .build()?;
     }
     process.set_rlimits(Some(rlimits));
     Ok(warnings)
@@ -274,7 +291,11 @@ mod tests {
     }
 
     fn profile(default: LinuxSeccompAction, rules: Vec<LinuxSyscall>) -> LinuxSeccomp {
-        LinuxSeccompBuilder::default().default_action(default).syscalls(rules).build().unwrap()
+        LinuxSeccompBuilder::default()
+            .default_action(default)
+            .syscalls(rules)
+            .build()
+            .unwrap()
     }
 
     #[test]
@@ -303,17 +324,25 @@ mod tests {
             .action(LinuxSeccompAction::ScmpActAllow)
             .build()
             .unwrap();
-        let mut s = profile(LinuxSeccompAction::ScmpActErrno, vec![clone_rule(0x7E02_0000, 0), allow]);
+        let mut s = profile(
+            LinuxSeccompAction::ScmpActErrno,
+            vec![clone_rule(0x7E02_0000, 0), allow],
+        );
         assert!(deny_clone3(&mut s).is_some());
         let rules = s.syscalls().as_ref().unwrap();
         assert_eq!(rules[1].names(), &["read".to_owned()]);
-        assert!(rules.iter().any(|r| r.names() == &["clone3".to_owned()] && r.errno_ret() == Some(38)));
+        assert!(rules
+            .iter()
+            .any(|r| r.names() == &["clone3".to_owned()] && r.errno_ret() == Some(38)));
     }
 
     #[test]
     fn explicit_clone3_errno_is_kept() {
         let enosys = clone3_enosys();
-        let mut s = profile(LinuxSeccompAction::ScmpActErrno, vec![clone_rule(0x7E02_0000, 0), enosys]);
+        let mut s = profile(
+            LinuxSeccompAction::ScmpActErrno,
+            vec![clone_rule(0x7E02_0000, 0), enosys],
+        );
         deny_clone3(&mut s);
         assert_eq!(s.syscalls().as_ref().unwrap().len(), 2);
     }
@@ -346,7 +375,9 @@ mod tests {
     #[test]
     fn explicit_false_no_new_privileges_is_dropped() {
         let mut spec = Spec::default();
-        spec.set_process(Some(ProcessBuilder::default().no_new_privileges(false).build().unwrap()));
+        spec.set_process(Some(
+            ProcessBuilder::default().no_new_privileges(false).build().unwrap(),
+        ));
         normalize_no_new_privileges(&mut spec);
         assert_eq!(spec.process().as_ref().unwrap().no_new_privileges(), None);
         spec.set_process(Some(ProcessBuilder::default().no_new_privileges(true).build().unwrap()));
@@ -363,8 +394,15 @@ mod tests {
             .hard(1_048_576u64)
             .build()
             .unwrap();
-        let core = PosixRlimitBuilder::default().typ(PosixRlimitType::RlimitCore).soft(0u64).hard(0u64).build().unwrap();
-        spec.set_process(Some(ProcessBuilder::default().rlimits(vec![nofile, core]).build().unwrap()));
+        let core = PosixRlimitBuilder::default()
+            .typ(PosixRlimitType::RlimitCore)
+            .soft(0u64)
+            .hard(0u64)
+            .build()
+            .unwrap();
+        spec.set_process(Some(
+            ProcessBuilder::default().rlimits(vec![nofile, core]).build().unwrap(),
+        ));
         let warnings = clamp_rlimits(&mut spec, |_| Some(524_288)).unwrap();
         assert_eq!(warnings.len(), 1);
         let rl = spec.process().as_ref().unwrap().rlimits().as_ref().unwrap();
@@ -384,7 +422,9 @@ mod tests {
         check_destination(root, Path::new("/var/run/secrets")).unwrap();
         check_destination(root, Path::new("/var/up/x")).unwrap();
         check_destination(root, Path::new("/new/dir")).unwrap();
-        let err = check_destination(root, Path::new("/evil/passwd")).unwrap_err().to_string();
+        let err = check_destination(root, Path::new("/evil/passwd"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("outside the rootfs"), "{err}");
         assert!(check_destination(root, Path::new("/../x")).is_err());
     }

@@ -104,7 +104,8 @@ impl Runtime {
             .mode(0o700)
             .create(&ours)
             .with_context(|| format!("create state directory {}", ours.display()))?;
-        let root = fs::canonicalize(&self.root).with_context(|| format!("resolve state directory {}", self.root.display()))?;
+        let root =
+            fs::canonicalize(&self.root).with_context(|| format!("resolve state directory {}", self.root.display()))?;
         Ok(root)
     }
 
@@ -161,7 +162,10 @@ impl Runtime {
         loop {
             let tmp = ours.join(format!(".new-{}-{}", std::process::id(), id));
             let _ = fs::remove_dir_all(&tmp);
-            fs::DirBuilder::new().mode(0o700).create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&tmp)
+                .with_context(|| format!("create {}", tmp.display()))?;
             let lock_path = tmp.join("lock");
             let file = fs::File::create(&lock_path).with_context(|| format!("create {}", lock_path.display()))?;
             let lock = Flock::lock(file, FlockArg::LockExclusive)
@@ -249,7 +253,19 @@ impl Runtime {
         if !dir.join("state.json").exists() {
             bail!("find container {id}: it does not exist");
         }
-        Container::load(dir).map_err(|e| anyhow!("load container {id}: {e}"))
+        // libcontainer rewrites state.json in place; a reader can catch it half-written.
+        let mut tries = 0;
+        loop {
+            match Container::load(dir.clone()) {
+                Ok(c) => return Ok(c),
+                Err(e) if tries < 5 && dir.join("state.json").exists() => {
+                    tries += 1;
+                    tracing::debug!("retrying state of {id}: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => bail!("load container {id}: {e}"),
+            }
+        }
     }
 
     /// Reads and adapts the bundle's config.json, writes the effective copy,
@@ -260,9 +276,14 @@ impl Runtime {
         let bundle = fs::canonicalize(req.bundle).with_context(|| format!("open bundle {}", req.bundle.display()))?;
         let config_path = bundle.join("config.json");
         let raw = fs::read(&config_path).with_context(|| format!("read {}", config_path.display()))?;
-        let mut spec: Spec = serde_json::from_slice(&raw).map_err(|e| anyhow!("parse {}: {e}", config_path.display()))?;
+        let mut spec: Spec =
+            serde_json::from_slice(&raw).map_err(|e| anyhow!("parse {}: {e}", config_path.display()))?;
         if !spec.version().starts_with("1.") {
-            bail!("run {}: ociVersion {:?} is not supported (1.x is)", config_path.display(), spec.version());
+            bail!(
+                "run {}: ociVersion {:?} is not supported (1.x is)",
+                config_path.display(),
+                spec.version()
+            );
         }
         let root_path = spec
             .root()
@@ -275,12 +296,20 @@ impl Runtime {
         if !rootfs.is_dir() {
             bail!("use rootfs {}: it is not a directory", rootfs.display());
         }
-        if spec.process().as_ref().and_then(|p| p.args().as_ref()).is_none_or(|a| a.is_empty()) {
+        if spec
+            .process()
+            .as_ref()
+            .and_then(|p| p.args().as_ref())
+            .is_none_or(|a| a.is_empty())
+        {
             bail!("read {}: process.args is empty", config_path.display());
         }
         for m in spec.mounts().iter().flatten() {
             if !m.destination().is_absolute() {
-                bail!("mount {}: its destination must be an absolute path", m.destination().display());
+                bail!(
+                    "mount {}: its destination must be an absolute path",
+                    m.destination().display()
+                );
             }
             guards::check_destination(&rootfs, m.destination())?;
         }
@@ -289,7 +318,9 @@ impl Runtime {
         }
 
         let user_ns = has_new_namespace(&spec, LinuxNamespaceType::User);
-        let caller = guards::Caller { may_raise_rlimits: is_root() && !user_ns && has_cap_sys_resource() };
+        let caller = guards::Caller {
+            may_raise_rlimits: is_root() && !user_ns && has_cap_sys_resource(),
+        };
         for w in guards::apply(&mut spec, &caller)? {
             tracing::warn!("{w}");
         }
@@ -299,7 +330,11 @@ impl Runtime {
         }
 
         let _lock = self.claim(id)?;
-        let meta = Meta { bundle: bundle.clone(), rootfs, helpers: HashMap::new() };
+        let meta = Meta {
+            bundle: bundle.clone(),
+            rootfs,
+            helpers: HashMap::new(),
+        };
         let result = self.create_claimed(req, spec, &meta, adapt);
         if result.is_err() {
             if let Err(e) = self.remove_leftovers(id) {
@@ -321,11 +356,16 @@ impl Runtime {
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
         let effective = meta_dir.join("config.json");
-        spec.save(&effective).map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
+        spec.save(&effective)
+            .map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
 
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
         let nnp = spec.process().as_ref().and_then(|p| p.no_new_privileges()) == Some(true);
-        let executor = ShimExecutor { tenant_seccomp: None, expect_seccomp: seccomp.is_some(), expect_no_new_privs: nnp };
+        let executor = ShimExecutor {
+            tenant_seccomp: None,
+            expect_seccomp: seccomp.is_some(),
+            expect_no_new_privs: nnp,
+        };
         let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
 
         let mut builder = ContainerBuilder::new(id.to_owned(), SyscallType::default())
@@ -355,7 +395,9 @@ impl Runtime {
     /// hierarchy; name it after us instead, under a delegated subtree when
     /// unprivileged.
     fn default_cgroups_path(&self, spec: &mut Spec, id: &str) -> Result<()> {
-        let Some(linux) = spec.linux_mut() else { bail!("read config.json: it has no linux section") };
+        let Some(linux) = spec.linux_mut() else {
+            bail!("read config.json: it has no linux section")
+        };
         if linux.cgroups_path().is_some() {
             return Ok(());
         }
@@ -376,29 +418,66 @@ impl Runtime {
         if c.status() != ContainerStatus::Created {
             bail!("start container {id}: it is {}, not created", status_name(c.status()));
         }
-        c.start().map_err(|e| anyhow!("start container {id}: {}", libcontainer_error(&e)))
+        c.start()
+            .map_err(|e| anyhow!("start container {id}: {}", libcontainer_error(&e)))
     }
 
     /// Sends `signal` to the init (or to every process). A created container's
     /// init is still runtime code with default dispositions, and as pid 1 of its
     /// namespace it would ignore e.g. SIGTERM; runc's Go init dies of it, and so
     /// must ours, so a terminating signal becomes SIGKILL there.
+    ///
+    /// The state file is not touched: the status follows from the init's
+    /// liveness, and libcontainer's kill rewrites state.json in place, which a
+    /// concurrent `delete` (the foreground `run`) then reads half-written.
     pub fn kill(&self, id: &str, signal: &str, all: bool) -> Result<()> {
         let sig = parse_signal(signal)?;
-        let mut c = self.load(id)?;
-        let before = c.status();
-        if before == ContainerStatus::Stopped && !all {
+        let c = self.load(id)?;
+        let status = c.status();
+        if status == ContainerStatus::Stopped && !all {
             bail!("kill container {id}: it is not running");
         }
-        let sig = if before == ContainerStatus::Created && terminates(sig) { NixSignal::SIGKILL } else { sig };
-        c.kill(libcontainer::signal::Signal::from(sig), all)
-            .map_err(|e| anyhow!("kill container {id}: {}", libcontainer_error(&e)))?;
-        // libcontainer records "stopped" after any signal; keep the true state.
-        if let Ok(mut fresh) = self.load(id) {
-            let alive = fresh.pid().is_some_and(|p| nix::sys::signal::kill(p, None).is_ok() && !is_zombie(p.as_raw()));
-            let status = if alive && before != ContainerStatus::Stopped { before } else { ContainerStatus::Stopped };
-            fresh.set_status(status);
-            fresh.save().map_err(|e| anyhow!("save state of container {id}: {e}"))?;
+        let sig = if status == ContainerStatus::Created && terminates(sig) {
+            NixSignal::SIGKILL
+        } else {
+            sig
+        };
+        let cgroup = || -> Result<libcgroups::common::AnyCgroupManager> {
+            let path = c
+                .spec()
+                .map_err(|e| anyhow!("read config of container {id}: {e}"))?
+                .cgroup_path;
+            cgroup_manager(&path, id)
+        };
+        if all {
+            let m = cgroup()?;
+            // Freeze first so no process forks past the signal (v1 frozen tasks
+            // take the signal when thawed).
+            let _ = m.freeze(libcgroups::common::FreezerState::Frozen);
+            let pids = m
+                .get_all_pids()
+                .map_err(|e| anyhow!("list processes of container {id}: {e}"));
+            if let Ok(pids) = &pids {
+                for p in pids {
+                    let _ = nix::sys::signal::kill(*p, sig);
+                }
+            }
+            if status != ContainerStatus::Paused || sig == NixSignal::SIGKILL {
+                let _ = m.freeze(libcgroups::common::FreezerState::Thawed);
+            }
+            pids?;
+            return Ok(());
+        }
+        let pid = c
+            .pid()
+            .ok_or_else(|| anyhow!("kill container {id}: it has no init pid"))?;
+        match nix::sys::signal::kill(pid, sig) {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(e) => bail!("kill container {id} (pid {pid}): {e}"),
+        }
+        if status == ContainerStatus::Paused && sig == NixSignal::SIGKILL {
+            // A frozen init cannot die; thaw it.
+            let _ = cgroup()?.freeze(libcgroups::common::FreezerState::Thawed);
         }
         Ok(())
     }
@@ -422,14 +501,19 @@ impl Runtime {
         };
         if self.container_dir(id).join("state.json").exists() {
             let mut c = self.load(id)?;
-            c.refresh_status().map_err(|e| anyhow!("read status of container {id}: {e}"))?;
+            c.refresh_status()
+                .map_err(|e| anyhow!("read status of container {id}: {e}"))?;
             let status = c.status();
             let deletable = matches!(status, ContainerStatus::Stopped | ContainerStatus::Created);
             if !deletable && !force {
-                bail!("delete container {id}: it is {}; stop it first or use --force", status_name(status));
+                bail!(
+                    "delete container {id}: it is {}; stop it first or use --force",
+                    status_name(status)
+                );
             }
         }
-        self.remove_leftovers(id).with_context(|| format!("delete container {id}"))
+        self.remove_leftovers(id)
+            .with_context(|| format!("delete container {id}"))
     }
 
     pub fn pause(&self, id: &str) -> Result<()> {
@@ -437,7 +521,8 @@ impl Runtime {
         if c.status() != ContainerStatus::Running {
             bail!("pause container {id}: it is {}, not running", status_name(c.status()));
         }
-        c.pause().map_err(|e| anyhow!("pause container {id}: {}", libcontainer_error(&e)))
+        c.pause()
+            .map_err(|e| anyhow!("pause container {id}: {}", libcontainer_error(&e)))
     }
 
     pub fn resume(&self, id: &str) -> Result<()> {
@@ -445,7 +530,8 @@ impl Runtime {
         if c.status() != ContainerStatus::Paused {
             bail!("resume container {id}: it is {}, not paused", status_name(c.status()));
         }
-        c.resume().map_err(|e| anyhow!("resume container {id}: {}", libcontainer_error(&e)))
+        c.resume()
+            .map_err(|e| anyhow!("resume container {id}: {}", libcontainer_error(&e)))
     }
 
     /// runc's `state` JSON.
@@ -504,7 +590,10 @@ impl Runtime {
     /// Pids of every process in the container's cgroup.
     pub fn pids(&self, id: &str) -> Result<Vec<i32>> {
         let c = self.load(id)?;
-        let path = c.spec().map_err(|e| anyhow!("read config of container {id}: {e}"))?.cgroup_path;
+        let path = c
+            .spec()
+            .map_err(|e| anyhow!("read config of container {id}: {e}"))?
+            .cgroup_path;
         let m = cgroup_manager(&path, id)?;
         let mut pids: Vec<i32> = m
             .get_all_pids()
@@ -521,10 +610,19 @@ impl Runtime {
         if c.status() == ContainerStatus::Stopped {
             bail!("update container {id}: it is not running");
         }
-        let path = c.spec().map_err(|e| anyhow!("read config of container {id}: {e}"))?.cgroup_path;
+        let path = c
+            .spec()
+            .map_err(|e| anyhow!("read config of container {id}: {e}"))?
+            .cgroup_path;
         let m = cgroup_manager(&path, id)?;
-        let opt = ControllerOpt { resources, freezer_state: None, oom_score_adj: None, disable_oom_killer: false };
-        m.apply(&opt).map_err(|e| anyhow!("update cgroup of container {id}: {e}"))
+        let opt = ControllerOpt {
+            resources,
+            freezer_state: None,
+            oom_score_adj: None,
+            disable_oom_killer: false,
+        };
+        m.apply(&opt)
+            .map_err(|e| anyhow!("update cgroup of container {id}: {e}"))
     }
 
     /// Starts a process in a running container (libcontainer's tenant).
@@ -538,7 +636,11 @@ impl Runtime {
         }
         let spec = self.effective_spec(id)?;
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
-        let executor = ShimExecutor { expect_seccomp: seccomp.is_some(), tenant_seccomp: seccomp, expect_no_new_privs: false };
+        let executor = ShimExecutor {
+            expect_seccomp: seccomp.is_some(),
+            tenant_seccomp: seccomp,
+            expect_no_new_privs: false,
+        };
         let mut builder = ContainerBuilder::new(id.to_owned(), SyscallType::default())
             .with_executor(executor)
             .with_root_path(&self.root)
@@ -620,7 +722,10 @@ fn require_kernel_seccomp() -> Result<()> {
     // SAFETY: prctl with integer arguments only.
     let r = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
     if r < 0 {
-        bail!("use seccomp: this kernel has no seccomp support ({})", std::io::Error::last_os_error());
+        bail!(
+            "use seccomp: this kernel has no seccomp support ({})",
+            std::io::Error::last_os_error()
+        );
     }
     Ok(())
 }
@@ -635,13 +740,6 @@ pub fn caps_effective() -> Option<u64> {
     let status = fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
     u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
-}
-
-fn is_zombie(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
-        .unwrap_or(true)
 }
 
 pub fn status_name(s: ContainerStatus) -> &'static str {
@@ -660,7 +758,11 @@ pub fn parse_signal(s: &str) -> Result<NixSignal> {
     let parsed = if let Ok(n) = upper.parse::<i32>() {
         NixSignal::try_from(n).ok()
     } else {
-        let name = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+        let name = if upper.starts_with("SIG") {
+            upper
+        } else {
+            format!("SIG{upper}")
+        };
         name.parse::<NixSignal>().ok()
     };
     parsed.ok_or_else(|| anyhow!("parse signal {s:?}: it is not a signal name or number"))
@@ -669,7 +771,10 @@ pub fn parse_signal(s: &str) -> Result<NixSignal> {
 /// Signals whose default action ends the process.
 fn terminates(sig: NixSignal) -> bool {
     use NixSignal::*;
-    !matches!(sig, SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH)
+    !matches!(
+        sig,
+        SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH
+    )
 }
 
 /// libcontainer's errors nest their cause; show the whole chain on one line.

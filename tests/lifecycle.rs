@@ -332,3 +332,59 @@ fn version_and_help() {
         assert!(help.contains(verb), "--help lists {verb}");
     }
 }
+
+/// libcontainer 0.7 builds an exec'd process's spec without the container's
+/// seccomp profile; claude-shim re-applies it. A process started by `exec`
+/// must be as filtered as the init.
+#[test]
+fn exec_inherits_the_seccomp_profile() {
+    let env = Env::new();
+    let bundle = env.bundle("seccomp-exec", |v| {
+        set_args(v, &["sleep", "1000"]);
+        with_tmp(v);
+        v["linux"]["seccomp"] = serde_json::json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]
+        });
+    });
+    let id = unique_id("seccomp-exec");
+    env.ok(&["run", "-d", "--bundle", bundle.to_str().unwrap(), &id]);
+    let status = env.ok(&["exec", &id, "grep", "-E", "^(Seccomp|NoNewPrivs):", "/proc/self/status"]);
+    assert!(status.contains("Seccomp:\t2"), "exec'd process is filtered: {status}");
+    let out = env.run(&["exec", &id, "mkdir", "/tmp/denied"]);
+    assert_ne!(out.status.code(), Some(0), "mkdir is denied in an exec'd process");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"));
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}
+
+/// An exec'd process joins the container's user namespace (libcontainer 0.7
+/// leaves it out): as root it must not run with the host's credentials.
+#[test]
+fn exec_joins_the_user_namespace() {
+    let env = Env::new();
+    let bundle = env.bundle("userns-exec", |v| {
+        set_args(v, &["sleep", "1000"]);
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"type": "user"}));
+        v["linux"]["uidMappings"] = serde_json::json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        v["linux"]["gidMappings"] = serde_json::json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        // a rootfs owned by host root shows as nobody inside; it stays readable
+    });
+    let id = unique_id("userns-exec");
+    env.ok(&["run", "-d", "--bundle", bundle.to_str().unwrap(), &id]);
+    let init_ns = std::fs::read_link(format!("/proc/{}/ns/user", env.state(&id)["pid"])).unwrap();
+    let map = env.ok(&["exec", &id, "cat", "/proc/self/uid_map"]);
+    assert_eq!(
+        map.split_whitespace().collect::<Vec<_>>(),
+        ["0", "100000", "65536"],
+        "exec'd process sees the container's map"
+    );
+    let exec_ns = env.ok(&["exec", &id, "readlink", "/proc/self/ns/user"]);
+    assert_eq!(exec_ns.trim(), init_ns.to_string_lossy());
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}

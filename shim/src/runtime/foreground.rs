@@ -130,19 +130,13 @@ pub fn exit_code(status: WaitStatus) -> Option<i32> {
     }
 }
 
-/// What the caller wants done when a signal arrives.
-pub enum OnSignal {
-    Forward(Signal),
-    Ignore,
-}
-
-/// Waits for `pid`, forwarding signals through `policy` and relaying `master`
+/// Waits for `pid`, forwarding each signal as `policy` maps it (None drops it), relaying `master`
 /// (a pty master) to our stdin/stdout when given.
 pub fn wait(
     pid: Pid,
     signals: &SignalFd,
     master: Option<OwnedFd>,
-    policy: &mut dyn FnMut(Signal) -> OnSignal,
+    policy: &mut dyn FnMut(Signal) -> Option<Signal>,
 ) -> Result<i32> {
     let stdin = std::io::stdin();
     let _raw = match &master {
@@ -211,7 +205,7 @@ pub fn wait(
                         }
                     }
                     other => {
-                        if let OnSignal::Forward(s) = policy(other) {
+                        if let Some(s) = policy(other) {
                             let _ = kill(pid, s);
                         }
                     }

@@ -233,3 +233,27 @@ fn kill_hook(marker: &std::path::Path) {
     let pid: i32 = std::fs::read_to_string(marker).unwrap().trim().parse().unwrap();
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
 }
+
+/// A state directory without state.json (a create killed before it wrote any)
+/// must block neither `delete --force` nor a new `create` of the id.
+#[test]
+fn state_directory_without_state_json() {
+    let env = Env::new();
+    let id = unique_id("nostate");
+    std::fs::create_dir_all(env.root.join(&id)).unwrap();
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+
+    std::fs::create_dir_all(env.root.join(&id)).unwrap();
+    let bundle = env.bundle("nostate", |v| set_args(v, &["true"]));
+    let out = env.run(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    env.assert_no_leaks(&id);
+}
+
+#[test]
+fn systemd_cgroup_is_refused_without_systemd() {
+    let env = Env::new();
+    let line = env.fails(&["--systemd-cgroup", "state", "x"]);
+    assert!(line.contains("systemd"), "{line}");
+}

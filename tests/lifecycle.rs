@@ -397,7 +397,8 @@ fn rlimits_above_the_hard_limit_are_clamped() {
     let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
     let bundle = env.bundle("rlimit", |v| {
         set_args(v, &["sh", "-c", "ulimit -H -n; ulimit -S -n"]);
-        v["process"]["rlimits"] = serde_json::json!([{"type": "RLIMIT_NOFILE", "hard": 1_048_576u64 * 64, "soft": 1_048_576u64 * 64}]);
+        v["process"]["rlimits"] =
+            serde_json::json!([{"type": "RLIMIT_NOFILE", "hard": 1_048_576u64 * 64, "soft": 1_048_576u64 * 64}]);
     });
     let id = unique_id("rlimit");
     let out = env.run(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
@@ -408,8 +409,15 @@ fn rlimits_above_the_hard_limit_are_clamped() {
     let bounding = caps.lines().find(|l| l.starts_with("CapBnd:")).unwrap();
     let bnd = u64::from_str_radix(bounding.trim_start_matches("CapBnd:").trim(), 16).unwrap();
     if bnd & (1 << 24) == 0 {
-        assert_eq!(stdout.lines().collect::<Vec<_>>(), [hard.to_string(), hard.to_string()], "clamped to {hard}");
-        assert!(stderr.contains("RLIMIT_NOFILE") && stderr.contains("clamped"), "{stderr}");
+        assert_eq!(
+            stdout.lines().collect::<Vec<_>>(),
+            [hard.to_string(), hard.to_string()],
+            "clamped to {hard}"
+        );
+        assert!(
+            stderr.contains("RLIMIT_NOFILE") && stderr.contains("clamped"),
+            "{stderr}"
+        );
     } else {
         // With the capability the limit is applied as asked.
         assert_eq!(stdout.lines().next(), Some((1_048_576u64 * 64).to_string().as_str()));
@@ -429,14 +437,22 @@ fn init_runs_from_a_sealed_copy_of_the_runtime() {
     env.ok(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
     let pid = env.state(&id)["pid"].as_i64().unwrap();
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-    assert!(exe.to_string_lossy().starts_with("/memfd:"), "init's executable is {}", exe.display());
+    assert!(
+        exe.to_string_lossy().starts_with("/memfd:"),
+        "init's executable is {}",
+        exe.display()
+    );
     let before = std::fs::read(shim_path()).unwrap();
     let write = std::fs::OpenOptions::new()
         .write(true)
         .open(format!("/proc/{pid}/exe"))
         .and_then(|mut f| f.write_all(b"\x7fELF overwritten"));
     assert!(write.is_err(), "writing through /proc/{pid}/exe must fail");
-    assert_eq!(std::fs::read(shim_path()).unwrap(), before, "the binary on disk is unchanged");
+    assert_eq!(
+        std::fs::read(shim_path()).unwrap(),
+        before,
+        "the binary on disk is unchanged"
+    );
     env.ok(&["delete", "--force", &id]);
     env.assert_no_leaks(&id);
 }

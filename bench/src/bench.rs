@@ -1,0 +1,1801 @@
+//! The benchmark run: detect the runtimes, prepare the bundle, the source tree
+//! and the throughput peer, plan one case per metric x runtime x variant, run
+//! the warm-up rounds and then the measured rounds with every case once per
+//! round in a new shuffled order (so drift hits all alike), and hand the
+//! samples to `report`. Cases that cannot run are planned too, with their
+//! reason, so that every runtime appears in every table.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::bundle::{self, Layout, Net, Variant};
+use crate::machine;
+use crate::net::{NetNs, Pasta, Peer};
+use crate::probe;
+use crate::proc::{self, Finished, Hooks, Runner, Running, Scratch, Watchdog};
+use crate::report::{self, Better, MetricDef, Results, Row, RowStatus};
+use crate::runtimes::{self, Availability, Kind, Launch, Runtime, ToolInfo};
+use crate::seccomp;
+use crate::stats;
+use crate::workloads::{self, Size};
+
+pub struct Settings {
+    pub rounds: usize,
+    pub warmup: usize,
+    pub quick: bool,
+    pub results: PathBuf,
+    pub work: PathBuf,
+    pub claude_shim: PathBuf,
+    pub agent_seccomp: PathBuf,
+    pub runtimes: Option<Vec<String>>,
+    pub metrics: Option<Vec<String>>,
+    pub runsc_platforms: Vec<String>,
+    pub seed: u64,
+    pub readme: Option<PathBuf>,
+    pub timeout: Duration,
+    /// Print the time each sample took.
+    pub verbose: bool,
+}
+
+/// The metric groups `--metrics` selects.
+pub const GROUPS: &[&str] = &[
+    "cold_start",
+    "cold_start_net",
+    "syscall",
+    "workload",
+    "throughput",
+    "memory",
+    "start20",
+];
+/// The runtimes `--runtimes` selects.
+pub const RUNTIMES: &[&str] = &["host", "bwrap", "runc", "crun", "runsc", "claude-shim", "sandbox"];
+
+const SYSCALLS: &[&str] = &[
+    "syscall_getppid",
+    "syscall_stat",
+    "syscall_open_close",
+    "syscall_write_devnull",
+];
+const AT_ONCE: usize = 20;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn metric_defs(s: &Settings, bytes: u64) -> Vec<MetricDef> {
+    let d = |id, title, unit, better, definition: &str| MetricDef {
+        id,
+        title,
+        unit,
+        better,
+        definition: definition.to_owned(),
+    };
+    let mut v = vec![
+        d("cold_start", "Cold start to exit of /bin/true", "ms", Better::Lower,
+          "Wall time from the fork of the runtime's command to its exit. OCI runtimes: `RUNTIME run` of the shared bundle \
+           (create, start, wait, delete) running /bin/true; bwrap: the seed's flags around /bin/true; sandbox: \
+           `claude-shim sandbox -- /bin/true` with the shipped policy; host: /bin/true itself."),
+        d("cold_start_net", "Cold start to exit of /bin/true, with networking", "ms", Better::Lower,
+          "As cold start, with a network. claude-shim: the bundle with annotation run.claude-shim.network = MODE (its own \
+           helpers included). runc/crun + pasta: the harness makes and pins a network namespace, attaches pasta \
+           (--config-net, no ports, --no-map-gw) and runs the bundle in it; making the namespace, pasta's start and stop \
+           are timed. runsc netstack: --network=sandbox in that namespace; runsc hostinet: --network=host started inside it."),
+    ];
+    let sys = |id: &'static str, what: &'static str| {
+        d(id, what, "ns/call", Better::Lower,
+          "The probe (static, bind-mounted) calls the syscall in growing batches for the budget and reports elapsed / calls, \
+           timed inside the sandbox with the monotonic clock. Rows: without a seccomp filter, with the engines' default \
+           profile (containers-common seccomp.json, resolved for amd64 and the bundle's capabilities; runsc applies it \
+           with --oci-seccomp), with claude-shim's agent profile, and for bwrap with Claude Code's filter (AF_UNIX sockets denied).")
+    };
+    v.push(sys("syscall_getppid", "getppid()"));
+    v.push(sys("syscall_stat", "stat(\"/usr/bin/true\")"));
+    v.push(sys("syscall_open_close", "open(\"/usr/bin/true\") + close()"));
+    v.push(sys("syscall_write_devnull", "write(1 byte) to /dev/null"));
+    let wl = |id: &'static str, title: &'static str| {
+        d(id, title, "ms", Better::Lower,
+          "Wall time of the command alone, measured by the probe inside the sandbox (container start excluded), on the \
+           generated tree bind-mounted read-write at the same path, with the same environment everywhere.")
+    };
+    v.push(wl("workload_git_status", "git status on the generated repository"));
+    v.push(wl(
+        "workload_git_log_stat",
+        "git log --stat on the generated repository",
+    ));
+    v.push(wl("workload_gcc", "gcc -O2 -c of one generated C file"));
+    v.push(wl("workload_find_grep", "find | xargs grep over a header tree"));
+    v.push(wl("workload_make", "make -j2 of a small C project"));
+    let mib = bytes / (1024 * 1024);
+    let tput = format!(
+        "{mib} MiB over one TCP connection, timed by the sender from its first byte to the receiver's acknowledgement. \
+         The far end for container -> host is a veth peer namespace (10.123.N.2) the harness creates; for host -> container \
+         the sender is on the host and reaches the container through pasta's forwarded port on 127.0.0.1. claude-shim \
+         allowlist: through its proxy (HTTP CONNECT on 127.0.0.1:3128). Host floor: the same sender and receiver \
+         without a sandbox (to the peer; over loopback)."
+    );
+    v.push(d(
+        "tput_c2h",
+        "Network throughput, container -> host",
+        "Gbit/s",
+        Better::Higher,
+        &tput,
+    ));
+    v.push(d(
+        "tput_h2c",
+        "Network throughput, host -> container",
+        "Gbit/s",
+        Better::Higher,
+        &tput,
+    ));
+    let mem = "One sandbox running sleep, 300 ms after start returned. Summed over the runtime-side processes: every \
+               process that appeared since before create and either names the runtime's private state root or the \
+               container id on its command line, or is a helper the runtime recorded (claude-shim's meta.json), or the \
+               pasta the harness attached, or for bwrap its own bwrap processes; the container's own processes (its pid \
+               namespace) are never counted, except for runsc, whose sentry runs the workload. From /proc/PID/smaps_rollup.";
+    v.push(d(
+        "memory_pss",
+        "Runtime-side memory per running sandbox (PSS)",
+        "MiB",
+        Better::Lower,
+        mem,
+    ));
+    v.push(d(
+        "memory_rss",
+        "Runtime-side memory per running sandbox (RSS)",
+        "MiB",
+        Better::Lower,
+        mem,
+    ));
+    v.push(d("start20", "20 sandboxes at once", "ms", Better::Lower,
+             "Wall time from the first of 20 concurrent `run`s of /bin/true (each its own container id) to the last one's exit."));
+    let groups = s.metrics.clone();
+    v.retain(|m| groups.as_ref().is_none_or(|g| g.iter().any(|g| group_of(m.id) == g)));
+    v
+}
+
+fn group_of(metric: &str) -> &str {
+    if metric.starts_with("syscall_") {
+        "syscall"
+    } else if metric.starts_with("workload_") {
+        "workload"
+    } else if metric.starts_with("tput_") {
+        "throughput"
+    } else if metric.starts_with("memory_") {
+        "memory"
+    } else {
+        metric
+    }
+}
+
+/// What the shared state of a run holds while cases sample.
+pub struct Ctx {
+    pub runner: Runner,
+    pub rts: Vec<Runtime>,
+    pub timeout: Duration,
+    pub bwrap_flags: Vec<String>,
+    pub bench_bin: PathBuf,
+    pub work: PathBuf,
+    pub tree: PathBuf,
+    pub pasta: Option<PathBuf>,
+    pub peer: Result<Peer, String>,
+    pub peer_port: u16,
+    /// A sink on the host's loopback, for the host -> container floor.
+    pub host_sink: Option<(Running, String)>,
+    pub bytes: u64,
+    pub budget_ms: u64,
+    ids: Cell<u64>,
+}
+
+impl Ctx {
+    fn id(&self) -> String {
+        let n = self.ids.get();
+        self.ids.set(n + 1);
+        format!("cbench-{}-{n}", std::process::id())
+    }
+}
+
+pub struct Sample {
+    values: Vec<(&'static str, f64)>,
+    note: Option<String>,
+}
+
+impl Sample {
+    fn one(metric: &'static str, v: f64) -> Self {
+        Self {
+            values: vec![(metric, v)],
+            note: None,
+        }
+    }
+}
+
+enum State {
+    Ready,
+    Skipped(String),
+    Missing(String),
+    Fails(String),
+    NotApplicable(String),
+    Pending(String),
+}
+
+type SampleFn = Box<dyn FnMut(&Ctx) -> Result<Sample>>;
+
+struct Case {
+    label: String,
+    rt: usize,
+    variant: String,
+    metrics: Vec<&'static str>,
+    state: State,
+    run: Option<SampleFn>,
+    command: Option<String>,
+    samples: HashMap<&'static str, Vec<f64>>,
+    failures: Vec<String>,
+    note: Option<String>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn err_text(e: &anyhow::Error) -> String {
+    let mut s = format!("{e:#}");
+    s.retain(|c| c != '\n');
+    s.chars().take(500).collect()
+}
+
+// ---------------------------------------------------------------- running
+
+fn run_ok(ctx: &Ctx, rt: &Runtime, cmd: Command, hooks: &Hooks, id: &str) -> Result<Finished> {
+    let f = ctx.runner.run(cmd, hooks, ctx.timeout)?;
+    if !f.status.success() {
+        rt.cleanup(id, hooks.netns.as_ref());
+        bail!("{}: {}", rt.name, f.why());
+    }
+    Ok(f)
+}
+
+fn hooks_for(rt: &Runtime, launch: &Launch, netns: Option<&NetNs>) -> Result<Hooks> {
+    let mut h = rt.hooks();
+    if let Some(ns) = netns {
+        h.netns = Some(ns.fd.clone());
+    }
+    if let Launch::Argv { bpf: Some(p), .. } = launch {
+        let f = fs::File::open(p).with_context(|| format!("open {}", p.display()))?;
+        h.fd3 = Some(Arc::new(OwnedFd::from(f)));
+    }
+    Ok(h)
+}
+
+fn exec(ctx: &Ctx, rt: &Runtime, launch: &Launch, id: &str, netns: Option<&NetNs>) -> Result<Finished> {
+    let hooks = hooks_for(rt, launch, netns)?;
+    run_ok(ctx, rt, rt.run_command(launch, id, &ctx.bwrap_flags), &hooks, id)
+}
+
+/// Runs `f` in a fresh namespace with pasta attached; returns f's result and pasta's pid.
+fn with_pasta<T>(
+    ctx: &Ctx,
+    ns_path: &Path,
+    tcp_in: Option<u16>,
+    f: impl FnOnce(&NetNs) -> Result<T>,
+) -> Result<(T, i32)> {
+    let pasta_bin = ctx.pasta.as_deref().context("find pasta (apt-get install passt)")?;
+    let ns = NetNs::create(ns_path)?;
+    let pid_file = ns_path.with_extension("pasta.pid");
+    let pasta = match Pasta::attach(&ctx.runner, pasta_bin, &ns.path, &pid_file, tcp_in) {
+        Ok(p) => p,
+        Err(e) => {
+            ns.destroy();
+            return Err(e);
+        }
+    };
+    let r = f(&ns);
+    pasta.stop();
+    ns.destroy();
+    r.map(|v| (v, pasta.pid))
+}
+
+// ---------------------------------------------------------------- planning
+
+/// Facts the planner needs beyond the runtimes.
+struct Support {
+    shim_net: Result<(), String>,
+    default_seccomp: Result<Value, String>,
+    agent_seccomp: Result<Value, String>,
+    bwrap_bpf: Result<PathBuf, String>,
+}
+
+struct Planner<'a> {
+    ctx: &'a Ctx,
+    layout: &'a Layout,
+    support: &'a Support,
+    cases: Vec<Case>,
+    n: usize,
+}
+
+/// What one case runs, before it is turned into a launch.
+struct Job<'a> {
+    argv: Vec<String>,
+    cwd: PathBuf,
+    seccomp: Option<&'a Value>,
+    net: Net,
+    annotations: BTreeMap<String, String>,
+    runsc_network: &'static str,
+    oci_seccomp: bool,
+    bpf: Option<PathBuf>,
+}
+
+impl<'a> Job<'a> {
+    fn new(argv: Vec<String>, cwd: &Path) -> Self {
+        Self {
+            argv,
+            cwd: cwd.to_path_buf(),
+            seccomp: None,
+            net: Net::Own,
+            annotations: BTreeMap::new(),
+            runsc_network: "none",
+            oci_seccomp: false,
+            bpf: None,
+        }
+    }
+}
+
+fn gate(rt: &Runtime) -> State {
+    match &rt.availability {
+        Availability::Present => State::Ready,
+        Availability::Missing(r) => State::Missing(r.clone()),
+        Availability::Fails(r) => State::Fails(r.clone()),
+        Availability::NotSelected => State::Skipped("not selected (--runtimes)".into()),
+    }
+}
+
+impl<'a> Planner<'a> {
+    fn launch(&mut self, rt: &Runtime, job: Job) -> Result<Launch> {
+        match rt.kind {
+            Kind::Host | Kind::Sandbox => Ok(Launch::Argv {
+                argv: job.argv,
+                cwd: job.cwd,
+                bpf: None,
+            }),
+            Kind::Bwrap => Ok(Launch::Argv {
+                argv: job.argv,
+                cwd: job.cwd,
+                bpf: job.bpf,
+            }),
+            _ => {
+                self.n += 1;
+                let dir = self.ctx.work.join("bundles").join(format!("b{:03}", self.n));
+                let mut v = Variant::new(job.argv);
+                v.cwd = job.cwd.display().to_string();
+                v.seccomp = job.seccomp;
+                v.net = job.net;
+                v.annotations = job.annotations;
+                bundle::write(&dir, self.layout, &v)?;
+                Ok(Launch::Bundle {
+                    dir,
+                    runsc_network: job.runsc_network,
+                    oci_seccomp: job.oci_seccomp,
+                })
+            }
+        }
+    }
+
+    fn push(
+        &mut self,
+        label: String,
+        rt: usize,
+        variant: &str,
+        metrics: Vec<&'static str>,
+        state: State,
+        run: Option<SampleFn>,
+    ) {
+        self.cases.push(Case {
+            label,
+            rt,
+            variant: variant.to_owned(),
+            metrics,
+            state,
+            run,
+            command: None,
+            samples: HashMap::new(),
+            failures: Vec::new(),
+            note: None,
+        });
+    }
+
+    /// A case that runs when its runtime (and `extra`) allow it.
+    fn case(
+        &mut self,
+        rt_i: usize,
+        variant: &str,
+        metrics: Vec<&'static str>,
+        extra: State,
+        make: impl FnOnce(&mut Self, &Runtime) -> Result<(Launch, SampleFn)>,
+    ) {
+        let rt = self.ctx.rts[rt_i].clone();
+        let label = label_of(&rt.name, variant);
+        let state = match (gate(&rt), extra) {
+            (State::Ready, State::Ready) => State::Ready,
+            (State::Ready, other) => other,
+            (other, _) => other,
+        };
+        if !matches!(state, State::Ready) {
+            return self.push(label, rt_i, variant, metrics, state, None);
+        }
+        match make(self, &rt) {
+            Ok((launch, run)) => {
+                let cmd = proc::command_line(&rt.run_command(&launch, "ID", &self.ctx.bwrap_flags));
+                self.push(label, rt_i, variant, metrics, State::Ready, Some(run));
+                if let Some(c) = self.cases.last_mut() {
+                    c.command = Some(cmd);
+                }
+            }
+            Err(e) => self.push(label, rt_i, variant, metrics, State::Fails(err_text(&e)), None),
+        }
+    }
+
+    fn na(&mut self, rt_i: usize, variant: &str, metrics: Vec<&'static str>, why: &str) {
+        let rt = &self.ctx.rts[rt_i];
+        let label = label_of(&rt.name, variant);
+        let state = match gate(rt) {
+            State::Ready => State::NotApplicable(why.to_owned()),
+            other => other,
+        };
+        self.push(label, rt_i, variant, metrics, state, None);
+    }
+
+    fn all(&self) -> Vec<usize> {
+        (0..self.ctx.rts.len()).collect()
+    }
+
+    fn probe_argv(&self, args: &[&str]) -> Vec<String> {
+        let mut v = vec![self.ctx.bench_bin.display().to_string(), "__probe".to_owned()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        v
+    }
+
+    fn shim_net_state(&self) -> State {
+        match &self.support.shim_net {
+            Ok(()) => State::Ready,
+            Err(e) => State::Missing(e.clone()),
+        }
+    }
+
+    fn pasta_state(&self) -> State {
+        match &self.ctx.pasta {
+            Some(_) => State::Ready,
+            None => State::Missing("pasta is not installed (apt-get install passt)".into()),
+        }
+    }
+
+    // ---- metric 1
+    fn cold_start(&mut self) {
+        for i in self.all() {
+            let tree = self.ctx.tree.clone();
+            self.case(i, "", vec!["cold_start"], State::Ready, |p, rt| {
+                let cwd = if rt.kind == Kind::Sandbox {
+                    tree
+                } else {
+                    PathBuf::from("/")
+                };
+                let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], &cwd))?;
+                Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start")))
+            });
+        }
+    }
+
+    // ---- metric 2
+    fn cold_start_net(&mut self) {
+        let m = || vec!["cold_start_net"];
+        for i in self.all() {
+            let kind = self.ctx.rts[i].kind;
+            match kind {
+                Kind::Host => self.case(i, "", m(), State::Ready, |p, rt| {
+                    let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], Path::new("/")))?;
+                    Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start_net")))
+                }),
+                Kind::Runc | Kind::Crun => self.pasta_case(i, "pasta", m(), false, |_| vec!["/bin/true".into()], None),
+                Kind::Runsc => {
+                    self.pasta_case(i, "netstack + pasta", m(), false, |_| vec!["/bin/true".into()], None);
+                    self.pasta_case(i, "hostinet + pasta", m(), true, |_| vec!["/bin/true".into()], None);
+                }
+                Kind::ClaudeShim => {
+                    for mode in ["none", "allowlist", "public"] {
+                        let st = self.shim_net_state();
+                        self.case(i, &format!("network {mode}"), m(), st, |p, rt| {
+                            let mut job = Job::new(vec!["/bin/true".into()], Path::new("/"));
+                            job.annotations = net_annotations(mode, json!({"allow": [], "deny": []}));
+                            let launch = p.launch(rt, job)?;
+                            Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start_net")))
+                        });
+                    }
+                }
+                Kind::Bwrap => self.na(i, "", m(), "bwrap --unshare-all leaves only loopback; Claude Code's proxy bridge (socat) is not part of the seed's flags"),
+                Kind::Sandbox => self.na(i, "", m(), "the shipped policy's own network mode is what the cold start row measures"),
+            }
+        }
+    }
+
+    /// A plain-runtime case in a pasta-attached namespace, timed as a whole
+    /// (namespace, pasta, run, teardown), for cold start; `argv` from the port.
+    fn pasta_case(
+        &mut self,
+        i: usize,
+        variant: &str,
+        metrics: Vec<&'static str>,
+        hostinet: bool,
+        argv: impl FnOnce(u16) -> Vec<String>,
+        tcp_in: Option<u16>,
+    ) {
+        let st = self.pasta_state();
+        let ns_path = self.ctx.work.join("netns").join(format!("n{}", self.cases.len()));
+        let metric = metrics[0];
+        self.case(i, variant, metrics, st, |p, rt| {
+            let mut job = Job::new(argv(tcp_in.unwrap_or(0)), Path::new("/"));
+            if rt.kind == Kind::Runsc {
+                job.runsc_network = if hostinet { "host" } else { "sandbox" };
+            }
+            job.net = if hostinet {
+                Net::Inherit
+            } else {
+                Net::Path(ns_path.clone())
+            };
+            let launch = p.launch(rt, job)?;
+            let rt = rt.clone();
+            let l = launch.clone();
+            let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                let id = ctx.id();
+                let t0 = Instant::now();
+                let (r, pid) = with_pasta(ctx, &ns_path, None, |ns| {
+                    exec(ctx, &rt, &l, &id, hostinet.then_some(ns))
+                })?;
+                let el = t0.elapsed();
+                crate::net::reap_pasta(pid);
+                let _ = r;
+                Ok(Sample::one(metric, ms(el)))
+            });
+            Ok((launch, f))
+        });
+    }
+
+    // ---- metric 3
+    fn syscalls(&mut self) {
+        let budget = self.ctx.budget_ms.to_string();
+        let argv = self.probe_argv(&["syscalls", "--budget-ms", &budget]);
+        let default_state = |s: &Support| match &s.default_seccomp {
+            Ok(_) => State::Ready,
+            Err(e) => State::Missing(e.clone()),
+        };
+        let ds = self.support.default_seccomp.as_ref().ok().cloned();
+        let agent = self.support.agent_seccomp.as_ref().ok().cloned();
+        for i in self.all() {
+            let kind = self.ctx.rts[i].kind;
+            let m = SYSCALLS.to_vec();
+            let plain = |p: &mut Self, variant: &str, seccomp: Option<Value>, oci: bool, st: State| {
+                let argv = argv.clone();
+                p.case(i, variant, m.clone(), st, |p, rt| {
+                    let mut job = Job::new(argv, Path::new("/"));
+                    let holder = seccomp;
+                    job.seccomp = holder.as_ref();
+                    job.oci_seccomp = oci;
+                    let launch = p.launch(rt, job)?;
+                    Ok((launch.clone(), syscalls_fn(rt.clone(), launch)))
+                });
+            };
+            match kind {
+                Kind::Host => plain(self, "", None, false, State::Ready),
+                Kind::Sandbox => plain(self, "shipped policy", None, false, State::Ready),
+                Kind::Bwrap => {
+                    plain(self, "no seccomp", None, false, State::Ready);
+                    let bpf = self.support.bwrap_bpf.clone();
+                    let st = match &bpf {
+                        Ok(_) => State::Ready,
+                        Err(e) => State::Fails(e.clone()),
+                    };
+                    let argv = argv.clone();
+                    self.case(i, "Claude Code filter", m.clone(), st, |p, rt| {
+                        let mut job = Job::new(argv, Path::new("/"));
+                        job.bpf = bpf.ok();
+                        let launch = p.launch(rt, job)?;
+                        Ok((launch.clone(), syscalls_fn(rt.clone(), launch)))
+                    });
+                }
+                Kind::Runc | Kind::Crun | Kind::Runsc | Kind::ClaudeShim => {
+                    plain(self, "no seccomp", None, false, State::Ready);
+                    let st = default_state(self.support);
+                    plain(self, "default seccomp", ds.clone(), kind == Kind::Runsc, st);
+                    if kind == Kind::ClaudeShim {
+                        let st = match &self.support.agent_seccomp {
+                            Ok(_) => State::Ready,
+                            Err(e) => State::Pending(e.clone()),
+                        };
+                        plain(self, "agent seccomp", agent.clone(), false, st);
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- metric 4
+    fn workloads(&mut self) {
+        let tree = self.ctx.tree.clone();
+        let tmp = tree.join("tmp");
+        for w in workloads::workloads(&tree) {
+            let mut args = vec![
+                "time".to_owned(),
+                "--cwd".into(),
+                tree.display().to_string(),
+                "--tmp".into(),
+                tmp.display().to_string(),
+                "--".into(),
+            ];
+            args.extend(w.argv.iter().cloned());
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let argv = self.probe_argv(&refs);
+            for i in self.all() {
+                let argv = argv.clone();
+                let tree = tree.clone();
+                let metric = w.metric;
+                self.case(i, "", vec![metric], State::Ready, |p, rt| {
+                    let launch = p.launch(rt, Job::new(argv, &tree))?;
+                    let rt = rt.clone();
+                    let l = launch.clone();
+                    let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                        let id = ctx.id();
+                        let out = exec(ctx, &rt, &l, &id, None)?;
+                        let ns = crate::parse::probe_elapsed(&out.stdout).map_err(anyhow::Error::msg)?;
+                        Ok(Sample::one(metric, ns / 1e6))
+                    });
+                    Ok((launch, f))
+                });
+            }
+        }
+    }
+
+    // ---- metric 5
+    fn throughput(&mut self) {
+        let peer_state = match &self.ctx.peer {
+            Ok(_) => State::Ready,
+            Err(e) => State::Fails(format!("set up the throughput peer: {e}")),
+        };
+        let bytes = self.ctx.bytes.to_string();
+        let target = match &self.ctx.peer {
+            Ok(p) => format!("{}:{}", p.peer_ip, self.ctx.peer_port),
+            Err(_) => "0.0.0.0:0".into(),
+        };
+        for i in self.all() {
+            let kind = self.ctx.rts[i].kind;
+            match kind {
+                Kind::Host => {
+                    let st = clone_state(&peer_state);
+                    let t = target.clone();
+                    self.case(i, "", vec!["tput_c2h"], st, |_, rt| {
+                        let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                            let (b, ns) = probe::source(&t, ctx.bytes, None, Duration::from_secs(5))?;
+                            Ok(Sample::one("tput_c2h", gbit(b, ns)))
+                        });
+                        Ok((host_launch(rt), f))
+                    });
+                    self.case(i, "", vec!["tput_h2c"], State::Ready, |_, rt| {
+                        let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                            let (_, addr) = ctx.host_sink.as_ref().context("start the loopback sink")?;
+                            let (b, ns) = probe::source(addr, ctx.bytes, None, Duration::from_secs(5))?;
+                            Ok(Sample::one("tput_h2c", gbit(b, ns)))
+                        });
+                        Ok((host_launch(rt), f))
+                    });
+                }
+                Kind::Runc | Kind::Crun | Kind::Runsc => {
+                    let variants: &[(&str, bool)] = if kind == Kind::Runsc {
+                        &[("netstack + pasta", false), ("hostinet + pasta", true)]
+                    } else {
+                        &[("pasta", false)]
+                    };
+                    for (variant, hostinet) in variants {
+                        let src = self.probe_argv(&["source", "--connect", &target, "--bytes", &bytes]);
+                        self.tput_pasta_c2h(i, variant, *hostinet, src, &peer_state);
+                        self.tput_pasta_h2c(i, variant, *hostinet);
+                    }
+                }
+                Kind::ClaudeShim => {
+                    for mode in ["none", "allowlist", "public"] {
+                        let variant = format!("network {mode}");
+                        if mode == "none" {
+                            self.na(i, &variant, vec!["tput_c2h", "tput_h2c"], "no network in this mode");
+                            continue;
+                        }
+                        let mut args = vec!["source", "--connect", &target, "--bytes", &bytes];
+                        if mode == "allowlist" {
+                            args.extend(["--proxy", "127.0.0.1:3128"]);
+                        }
+                        let argv = self.probe_argv(&args);
+                        let st = match (self.shim_net_state(), clone_state(&peer_state)) {
+                            (State::Ready, s) => s,
+                            (s, _) => s,
+                        };
+                        let t = target.clone();
+                        self.case(i, &variant, vec!["tput_c2h"], st, |p, rt| {
+                            let mut job = Job::new(argv, Path::new("/"));
+                            let cidr = format!(
+                                "{}/32:{}",
+                                t.rsplit_once(':').map_or("", |x| x.0),
+                                t.rsplit_once(':').map_or("", |x| x.1)
+                            );
+                            job.annotations =
+                                net_annotations(mode, json!({"allow": [t], "deny": [], "allow_cidrs": [cidr]}));
+                            let launch = p.launch(rt, job)?;
+                            let rt = rt.clone();
+                            let l = launch.clone();
+                            let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                                let id = ctx.id();
+                                let out = exec(ctx, &rt, &l, &id, None)?;
+                                let (b, ns) = crate::parse::probe_transfer(&out.stdout).map_err(anyhow::Error::msg)?;
+                                Ok(Sample::one("tput_c2h", gbit(b, ns)))
+                            });
+                            Ok((launch, f))
+                        });
+                        let why = format!("claude-shim's {mode} mode forwards no inbound port to the sandbox");
+                        self.na(i, &variant, vec!["tput_h2c"], &why);
+                    }
+                }
+                Kind::Bwrap => self.na(
+                    i,
+                    "",
+                    vec!["tput_c2h", "tput_h2c"],
+                    "bwrap --unshare-all leaves only loopback",
+                ),
+                Kind::Sandbox => self.na(
+                    i,
+                    "",
+                    vec!["tput_c2h", "tput_h2c"],
+                    "measured on the bundle rows of each network mode",
+                ),
+            }
+        }
+    }
+
+    fn tput_pasta_c2h(&mut self, i: usize, variant: &str, hostinet: bool, argv: Vec<String>, peer: &State) {
+        let st = match (self.pasta_state(), clone_state(peer)) {
+            (State::Ready, s) => s,
+            (s, _) => s,
+        };
+        let ns_path = self.ctx.work.join("netns").join(format!("n{}", self.cases.len()));
+        self.case(i, variant, vec!["tput_c2h"], st, |p, rt| {
+            let mut job = Job::new(argv, Path::new("/"));
+            if rt.kind == Kind::Runsc {
+                job.runsc_network = if hostinet { "host" } else { "sandbox" };
+            }
+            job.net = if hostinet {
+                Net::Inherit
+            } else {
+                Net::Path(ns_path.clone())
+            };
+            let launch = p.launch(rt, job)?;
+            let rt = rt.clone();
+            let l = launch.clone();
+            let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                let id = ctx.id();
+                let (out, pid) = with_pasta(ctx, &ns_path, None, |ns| {
+                    exec(ctx, &rt, &l, &id, hostinet.then_some(ns))
+                })?;
+                crate::net::reap_pasta(pid);
+                let (b, ns) = crate::parse::probe_transfer(&out.stdout).map_err(anyhow::Error::msg)?;
+                Ok(Sample::one("tput_c2h", gbit(b, ns)))
+            });
+            Ok((launch, f))
+        });
+    }
+
+    fn tput_pasta_h2c(&mut self, i: usize, variant: &str, hostinet: bool) {
+        let st = self.pasta_state();
+        let ns_path = self.ctx.work.join("netns").join(format!("n{}", self.cases.len()));
+        let port = free_port();
+        let argv = self.probe_argv(&["sink", "--listen", &format!("0.0.0.0:{port}"), "--once"]);
+        self.case(i, variant, vec!["tput_h2c"], st, |p, rt| {
+            let mut job = Job::new(argv, Path::new("/"));
+            if rt.kind == Kind::Runsc {
+                job.runsc_network = if hostinet { "host" } else { "sandbox" };
+            }
+            job.net = if hostinet {
+                Net::Inherit
+            } else {
+                Net::Path(ns_path.clone())
+            };
+            let launch = p.launch(rt, job)?;
+            let rt = rt.clone();
+            let l = launch.clone();
+            let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                let id = ctx.id();
+                let (v, pid) = with_pasta(ctx, &ns_path, Some(port), |ns| {
+                    let hooks = hooks_for(&rt, &l, hostinet.then_some(ns))?;
+                    let mut running =
+                        ctx.runner
+                            .spawn(rt.run_command(&l, &id, &ctx.bwrap_flags), &hooks, ctx.timeout)?;
+                    // Until the sink inside listens, pasta's forwarded port accepts and closes; a
+                    // container that exited will never listen, and its own error is the reason.
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    let sent = loop {
+                        let r = probe::source(
+                            &format!("127.0.0.1:{port}"),
+                            ctx.bytes,
+                            None,
+                            Duration::from_millis(200),
+                        );
+                        if r.is_ok() || Instant::now() > deadline || running.exited() {
+                            break r;
+                        }
+                    };
+                    match sent {
+                        Ok(v) => {
+                            let f = running.wait()?;
+                            if !f.status.success() {
+                                rt.cleanup(&id, hooks.netns.as_ref());
+                                bail!("{}: {}", rt.name, f.why());
+                            }
+                            Ok(v)
+                        }
+                        Err(e) if running.exited() => {
+                            let f = running.wait()?;
+                            rt.cleanup(&id, hooks.netns.as_ref());
+                            if !f.status.success() {
+                                bail!("{}: {}", rt.name, f.why());
+                            }
+                            Err(e)
+                        }
+                        Err(e) => {
+                            running.kill();
+                            rt.cleanup(&id, hooks.netns.as_ref());
+                            Err(e)
+                        }
+                    }
+                })?;
+                crate::net::reap_pasta(pid);
+                Ok(Sample::one("tput_h2c", gbit(v.0, v.1)))
+            });
+            Ok((launch, f))
+        });
+    }
+
+    // ---- metric 6a
+    fn memory(&mut self) {
+        let m = || vec!["memory_pss", "memory_rss"];
+        let sleep = vec!["/usr/bin/sleep".to_owned(), "600".to_owned()];
+        for i in self.all() {
+            let kind = self.ctx.rts[i].kind;
+            match kind {
+                Kind::Host => self.na(i, "", m(), "no runtime: nothing runs beside the workload"),
+                Kind::Sandbox => self.na(i, "", m(), "a foreground verb; see the claude-shim bundle rows"),
+                Kind::Bwrap => {
+                    let argv = sleep.clone();
+                    self.case(i, "", m(), State::Ready, |p, rt| {
+                        let launch = p.launch(rt, Job::new(argv, Path::new("/")))?;
+                        let rt = rt.clone();
+                        let l = launch.clone();
+                        let f: SampleFn = Box::new(move |ctx: &Ctx| bwrap_memory(ctx, &rt, &l));
+                        Ok((launch, f))
+                    });
+                }
+                Kind::Runc | Kind::Crun | Kind::Runsc | Kind::ClaudeShim => {
+                    let argv = sleep.clone();
+                    self.case(i, "", m(), State::Ready, |p, rt| {
+                        let launch = p.launch(rt, Job::new(argv, Path::new("/")))?;
+                        let rt = rt.clone();
+                        let l = launch.clone();
+                        let f: SampleFn = Box::new(move |ctx: &Ctx| oci_memory(ctx, &rt, &l, None));
+                        Ok((launch, f))
+                    });
+                    if kind == Kind::ClaudeShim {
+                        for mode in ["none", "allowlist", "public"] {
+                            let argv = sleep.clone();
+                            let st = self.shim_net_state();
+                            self.case(i, &format!("network {mode}"), m(), st, |p, rt| {
+                                let mut job = Job::new(argv, Path::new("/"));
+                                job.annotations = net_annotations(mode, json!({"allow": [], "deny": []}));
+                                let launch = p.launch(rt, job)?;
+                                let rt = rt.clone();
+                                let l = launch.clone();
+                                let f: SampleFn = Box::new(move |ctx: &Ctx| oci_memory(ctx, &rt, &l, None));
+                                Ok((launch, f))
+                            });
+                        }
+                    } else {
+                        let variants: &[(&str, bool)] = if kind == Kind::Runsc {
+                            &[("hostinet + pasta", true)]
+                        } else {
+                            &[("pasta", false)]
+                        };
+                        for (variant, hostinet) in variants {
+                            let argv = sleep.clone();
+                            let st = self.pasta_state();
+                            let ns_path = self.ctx.work.join("netns").join(format!("n{}", self.cases.len()));
+                            let hostinet = *hostinet;
+                            self.case(i, variant, m(), st, |p, rt| {
+                                let mut job = Job::new(argv, Path::new("/"));
+                                if rt.kind == Kind::Runsc {
+                                    job.runsc_network = "host";
+                                }
+                                job.net = if hostinet {
+                                    Net::Inherit
+                                } else {
+                                    Net::Path(ns_path.clone())
+                                };
+                                let launch = p.launch(rt, job)?;
+                                let rt = rt.clone();
+                                let l = launch.clone();
+                                let f: SampleFn = Box::new(move |ctx: &Ctx| {
+                                    oci_memory(ctx, &rt, &l, Some((ns_path.as_path(), hostinet)))
+                                });
+                                Ok((launch, f))
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- metric 6b
+    fn start20(&mut self) {
+        for i in self.all() {
+            let tree = self.ctx.tree.clone();
+            self.case(i, "", vec!["start20"], State::Ready, |p, rt| {
+                let cwd = if rt.kind == Kind::Sandbox {
+                    tree
+                } else {
+                    PathBuf::from("/")
+                };
+                let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], &cwd))?;
+                let rt = rt.clone();
+                let l = launch.clone();
+                let f: SampleFn = Box::new(move |ctx: &Ctx| start_many(ctx, &rt, &l));
+                Ok((launch, f))
+            });
+        }
+    }
+}
+
+/// "runc (no seccomp)", and "runsc (ptrace, no seccomp)" for a name that has its own parenthesis.
+fn label_of(name: &str, variant: &str) -> String {
+    match (variant.is_empty(), name.strip_suffix(')')) {
+        (true, _) => name.to_owned(),
+        (false, Some(open)) => format!("{open}, {variant})"),
+        (false, None) => format!("{name} ({variant})"),
+    }
+}
+
+fn clone_state(s: &State) -> State {
+    match s {
+        State::Ready => State::Ready,
+        State::Skipped(r) => State::Skipped(r.clone()),
+        State::Missing(r) => State::Missing(r.clone()),
+        State::Fails(r) => State::Fails(r.clone()),
+        State::NotApplicable(r) => State::NotApplicable(r.clone()),
+        State::Pending(r) => State::Pending(r.clone()),
+    }
+}
+
+fn host_launch(_rt: &Runtime) -> Launch {
+    Launch::Argv {
+        argv: vec!["(in the harness)".into()],
+        cwd: "/".into(),
+        bpf: None,
+    }
+}
+
+fn gbit(bytes: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        return f64::NAN;
+    }
+    bytes as f64 * 8.0 / ns as f64
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(0, |a| a.port())
+}
+
+fn net_annotations(mode: &str, policy: Value) -> BTreeMap<String, String> {
+    let mut a = BTreeMap::new();
+    a.insert("run.claude-shim.network".to_owned(), mode.to_owned());
+    if mode != "none" {
+        a.insert("run.claude-shim.network.policy".to_owned(), policy.to_string());
+    }
+    a
+}
+
+fn cold_fn(rt: Runtime, launch: Launch, metric: &'static str) -> SampleFn {
+    Box::new(move |ctx: &Ctx| {
+        let id = ctx.id();
+        let f = exec(ctx, &rt, &launch, &id, None)?;
+        Ok(Sample::one(metric, ms(f.elapsed)))
+    })
+}
+
+fn syscalls_fn(rt: Runtime, launch: Launch) -> SampleFn {
+    Box::new(move |ctx: &Ctx| {
+        let id = ctx.id();
+        let out = exec(ctx, &rt, &launch, &id, None)?;
+        let lines = crate::parse::probe_syscalls(&out.stdout).map_err(anyhow::Error::msg)?;
+        let mut values = Vec::new();
+        for m in SYSCALLS {
+            let name = &m["syscall_".len()..];
+            let v = lines
+                .iter()
+                .find(|(n, _)| n == name)
+                .with_context(|| format!("find {name} in the probe's output"))?;
+            values.push((*m, v.1));
+        }
+        Ok(Sample { values, note: None })
+    })
+}
+
+fn start_many(ctx: &Ctx, rt: &Runtime, launch: &Launch) -> Result<Sample> {
+    let ids: Vec<String> = (0..AT_ONCE).map(|_| ctx.id()).collect();
+    let hooks = hooks_for(rt, launch, None)?;
+    let t0 = Instant::now();
+    let mut running = Vec::new();
+    for id in &ids {
+        match ctx
+            .runner
+            .spawn(rt.run_command(launch, id, &ctx.bwrap_flags), &hooks, ctx.timeout)
+        {
+            Ok(r) => running.push(r),
+            Err(e) => {
+                running.into_iter().for_each(Running::kill);
+                ids.iter().for_each(|id| rt.cleanup(id, None));
+                return Err(e);
+            }
+        }
+    }
+    let mut first_err = None;
+    for r in running {
+        match r.wait() {
+            Ok(f) if f.status.success() => {}
+            Ok(f) => {
+                first_err.get_or_insert(f.why());
+            }
+            Err(e) => {
+                first_err.get_or_insert(err_text(&e));
+            }
+        }
+    }
+    let el = t0.elapsed();
+    if let Some(e) = first_err {
+        ids.iter().for_each(|id| rt.cleanup(id, None));
+        bail!("{}: one of {AT_ONCE}: {e}", rt.name);
+    }
+    Ok(Sample::one("start20", ms(el)))
+}
+
+// ---------------------------------------------------------------- memory
+
+struct Counted {
+    pid: i32,
+    name: String,
+    mem: crate::parse::Memory,
+}
+
+fn summed(procs: &[Counted]) -> Sample {
+    let pss: u64 = procs.iter().map(|p| p.mem.pss_kib).sum();
+    let rss: u64 = procs.iter().map(|p| p.mem.rss_kib).sum();
+    let note = if procs.is_empty() {
+        "no runtime-side process".to_owned()
+    } else {
+        procs
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {} (rss {} KiB, pss {} KiB)",
+                    p.pid, p.name, p.mem.rss_kib, p.mem.pss_kib
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    Sample {
+        values: vec![("memory_pss", pss as f64 / 1024.0), ("memory_rss", rss as f64 / 1024.0)],
+        note: Some(note),
+    }
+}
+
+fn helper_pids(rt: &Runtime, id: &str) -> Vec<i32> {
+    let meta = rt.root.join(".claude-shim").join(id).join("meta.json");
+    let Ok(raw) = fs::read(&meta) else {
+        return Vec::new();
+    };
+    let v: Value = serde_json::from_slice(&raw).unwrap_or_default();
+    v["helpers"]
+        .as_object()
+        .map(|m| m.values().filter_map(|p| p.as_i64()).map(|p| p as i32).collect())
+        .unwrap_or_default()
+}
+
+fn oci_memory(ctx: &Ctx, rt: &Runtime, launch: &Launch, pasta: Option<(&Path, bool)>) -> Result<Sample> {
+    let before: HashSet<i32> = proc::pids().into_iter().collect();
+    let id = ctx.id();
+    let measure = |ns: Option<&NetNs>, pasta_pid: Option<i32>| -> Result<Vec<Counted>> {
+        let hooks = hooks_for(rt, launch, ns)?;
+        run_ok(ctx, rt, rt.create_command(launch, &id), &hooks, &id)?;
+        run_ok(ctx, rt, rt.verb(launch, &["start"], &id), &hooks, &id)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let state = ctx.runner.run(rt.verb(launch, &["state"], &id), &hooks, ctx.timeout)?;
+        let init = serde_json::from_str::<Value>(&state.stdout)
+            .ok()
+            .and_then(|v| v["pid"].as_i64())
+            .map(|p| p as i32);
+        // runsc's sentry runs the workload: its pid namespace is not the container's to exclude.
+        let container_ns = if rt.kind == Kind::Runsc {
+            None
+        } else {
+            init.and_then(proc::pid_ns)
+        };
+        let mut extra: HashSet<i32> = HashSet::new();
+        for h in helper_pids(rt, &id).into_iter().chain(pasta_pid) {
+            extra.extend(proc::tree(h));
+        }
+        let markers = [rt.root.display().to_string(), id.clone()];
+        let mut out = Vec::new();
+        for pid in proc::pids() {
+            if before.contains(&pid) && !extra.contains(&pid) {
+                continue;
+            }
+            let cl = proc::cmdline(pid);
+            if !(extra.contains(&pid) || markers.iter().any(|m| cl.contains(m.as_str()))) {
+                continue;
+            }
+            if container_ns.is_some() && proc::pid_ns(pid) == container_ns {
+                continue;
+            }
+            if let Some(mem) = proc::smaps(pid) {
+                // runsc re-executes itself (comm "exe"); argv[0] says runsc-sandbox or runsc-gofer.
+                let argv0 = cl.split(' ').next().unwrap_or_default();
+                let name = argv0
+                    .rsplit('/')
+                    .next()
+                    .filter(|n| !n.is_empty())
+                    .map_or_else(|| proc::comm(pid), str::to_owned);
+                out.push(Counted { pid, name, mem });
+            }
+        }
+        Ok(out)
+    };
+    let result = match pasta {
+        None => {
+            let r = measure(None, None);
+            rt.cleanup(&id, None);
+            r
+        }
+        Some((ns_path, hostinet)) => {
+            let (r, pid) = with_pasta(ctx, ns_path, None, |ns| {
+                let pasta_pid = fs::read_to_string(ns_path.with_extension("pasta.pid"))
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok());
+                let r = measure(hostinet.then_some(ns), pasta_pid);
+                rt.cleanup(&id, hostinet.then_some(&ns.fd));
+                Ok(r)
+            })?;
+            crate::net::reap_pasta(pid);
+            r
+        }
+    };
+    Ok(summed(&result?))
+}
+
+fn bwrap_memory(ctx: &Ctx, rt: &Runtime, launch: &Launch) -> Result<Sample> {
+    let hooks = hooks_for(rt, launch, None)?;
+    let running = ctx
+        .runner
+        .spawn(rt.run_command(launch, "", &ctx.bwrap_flags), &hooks, ctx.timeout)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let procs: Vec<Counted> = proc::tree(running.pid())
+        .into_iter()
+        .filter(|p| proc::comm(*p) == "bwrap")
+        .filter_map(|pid| {
+            Some(Counted {
+                pid,
+                name: "bwrap".into(),
+                mem: proc::smaps(pid)?,
+            })
+        })
+        .collect();
+    let alive = procs.len();
+    running.kill();
+    if alive == 0 {
+        bail!("bwrap exited before it could be measured");
+    }
+    Ok(summed(&procs))
+}
+
+// ---------------------------------------------------------------- detection
+
+fn preflight_true(
+    runner: &Runner,
+    rt: &Runtime,
+    work: &Path,
+    layout: &Layout,
+    timeout: Duration,
+) -> Result<(), String> {
+    let dir = work.join("bundles").join("preflight");
+    bundle::write(&dir, layout, &Variant::new(vec!["/bin/true".into()])).map_err(|e| err_text(&e))?;
+    let launch = Launch::Bundle {
+        dir,
+        runsc_network: "none",
+        oci_seccomp: false,
+    };
+    let id = format!("cbench-{}-preflight", std::process::id());
+    let f = runner
+        .run(rt.run_command(&launch, &id, &[]), &rt.hooks(), timeout)
+        .map_err(|e| err_text(&e))?;
+    if f.status.success() {
+        Ok(())
+    } else {
+        rt.cleanup(&id, None);
+        Err(f.why())
+    }
+}
+
+fn selected(s: &Settings, name: &str) -> bool {
+    s.runtimes.as_ref().is_none_or(|l| l.iter().any(|x| x == name))
+}
+
+fn detect(s: &Settings, runner: &Runner, work: &Path, layout: &Layout) -> (Vec<Runtime>, Vec<ToolInfo>, Support) {
+    let state = work.join("state");
+    let mk = |kind: Kind, name: &str, path: Option<PathBuf>, missing: &str| Runtime {
+        kind,
+        name: name.to_owned(),
+        availability: match (&path, selected(s, runtime_key(kind))) {
+            (_, false) => Availability::NotSelected,
+            (Some(_), true) => Availability::Present,
+            (None, true) => Availability::Missing(missing.to_owned()),
+        },
+        path,
+        note: None,
+        root: state.join(name.replace([' ', '(', ')'], "")),
+        hide_cgroup2: false,
+        platform: None,
+    };
+    let mut tools = Vec::new();
+    let mut rts = vec![mk(Kind::Host, "host", Some("/".into()), "")];
+
+    let bwrap = runtimes::find("bwrap");
+    tools.push(runtimes::tool_info("bwrap", bwrap.as_deref(), &["--version"]));
+    rts.push(mk(
+        Kind::Bwrap,
+        "bwrap",
+        bwrap,
+        "bwrap is not installed (apt-get install bubblewrap)",
+    ));
+
+    let runc = runtimes::find("runc");
+    tools.push(runtimes::tool_info("runc", runc.as_deref(), &["--version"]));
+    rts.push(mk(
+        Kind::Runc,
+        "runc",
+        runc,
+        "runc is not installed (apt-get install runc)",
+    ));
+
+    let crun = runtimes::find("crun");
+    tools.push(runtimes::tool_info("crun", crun.as_deref(), &["--version"]));
+    let mut c = mk(Kind::Crun, "crun", crun, "crun is not installed (apt-get install crun)");
+    if c.present() {
+        if let Err(why) = preflight_true(runner, &c, work, layout, s.timeout) {
+            c.availability = Availability::Fails(why.clone());
+            let mut hidden = c.clone();
+            hidden.name = "crun (cgroup2 hidden)".into();
+            hidden.root = state.join("crun-hidden");
+            hidden.hide_cgroup2 = true;
+            hidden.availability = Availability::Present;
+            match preflight_true(runner, &hidden, work, layout, s.timeout) {
+                Ok(()) => {
+                    hidden.note = Some(format!(
+                        "crun fails on this machine ({why}); this row runs the same crun in a private mount namespace \
+                         where /sys/fs/cgroup/unified is unmounted (made in the child before exec, timed)"
+                    ));
+                }
+                Err(e) => hidden.availability = Availability::Fails(e),
+            }
+            rts.push(c);
+            rts.push(hidden);
+        } else {
+            rts.push(c);
+        }
+    } else {
+        rts.push(c);
+    }
+
+    let runsc = runtimes::find("runsc");
+    tools.push(runtimes::tool_info("runsc", runsc.as_deref(), &["--version"]));
+    let default_platform = runsc
+        .as_deref()
+        .and_then(|p| proc::capture(p, &["flags"]))
+        .and_then(|(_, out)| crate::parse::runsc_default_platform(&out));
+    let platforms = if s.runsc_platforms.is_empty() {
+        vec![default_platform.clone().unwrap_or_else(|| "ptrace".into())]
+    } else {
+        s.runsc_platforms.clone()
+    };
+    for p in platforms {
+        let mut r = mk(
+            Kind::Runsc,
+            &format!("runsc ({p})"),
+            runsc.clone(),
+            "runsc is not installed (apt-get install runsc)",
+        );
+        r.note = Some(format!(
+            "platform {p} (runsc's default here: {})",
+            default_platform.as_deref().unwrap_or("unknown")
+        ));
+        r.platform = Some(p);
+        rts.push(r);
+    }
+
+    let shim_path = s.claude_shim.is_file().then(|| s.claude_shim.clone());
+    tools.push(runtimes::tool_info("claude-shim", shim_path.as_deref(), &["--version"]));
+    let missing_shim = format!(
+        "{} is missing (cargo build --release, or --claude-shim PATH)",
+        s.claude_shim.display()
+    );
+    rts.push(mk(Kind::ClaudeShim, "claude-shim", shim_path.clone(), &missing_shim));
+    let mut sandbox = mk(Kind::Sandbox, "claude-shim sandbox", shim_path.clone(), &missing_shim);
+    if sandbox.present() {
+        let ok = shim_path
+            .as_deref()
+            .and_then(|p| proc::capture(p, &["sandbox", "--help"]))
+            .is_some_and(|(ok, _)| ok);
+        if !ok {
+            sandbox.availability = Availability::Missing(
+                "this claude-shim has no `sandbox` verb (`claude-shim sandbox --help` fails): not landed yet".into(),
+            );
+        }
+    }
+    rts.push(sandbox);
+
+    let pasta = runtimes::find("pasta");
+    tools.push(runtimes::tool_info("pasta", pasta.as_deref(), &["--version"]));
+    for (name, args) in [
+        ("gcc", &["--version"][..]),
+        ("git", &["--version"]),
+        ("make", &["--version"]),
+    ] {
+        tools.push(runtimes::tool_info(name, runtimes::find(name).as_deref(), args));
+    }
+
+    let shim_net = match shim_path.as_deref() {
+        None => Err(missing_shim.clone()),
+        Some(p) => {
+            let helper = proc::capture(p, &["__network", "--help"]).is_some_and(|(ok, _)| ok);
+            let features =
+                proc::capture(p, &["features"]).is_some_and(|(_, out)| out.contains("run.claude-shim.network"));
+            if helper || features {
+                Ok(())
+            } else {
+                Err("this claude-shim has no network modes (no `__network` helper, no run.claude-shim.network in its features): not landed yet".into())
+            }
+        }
+    };
+    let default_seccomp = seccomp::load_containers_default(bundle::CAPS)
+        .map_err(|e| format!("{} (apt-get install golang-github-containers-common)", err_text(&e)));
+    let agent_seccomp = if s.agent_seccomp.is_file() {
+        seccomp::load_oci(&s.agent_seccomp).map_err(|e| err_text(&e))
+    } else {
+        Err(format!(
+            "{} is not in this checkout yet (the policy crate generates it)",
+            s.agent_seccomp.display()
+        ))
+    };
+    let bpf = work.join("claude-code-filter.bpf");
+    let bwrap_bpf = seccomp::write_bwrap_bpf(&bpf).map(|_| bpf).map_err(|e| err_text(&e));
+    let _ = pasta.clone();
+    (
+        rts,
+        tools,
+        Support {
+            shim_net,
+            default_seccomp,
+            agent_seccomp,
+            bwrap_bpf,
+        },
+    )
+}
+
+fn runtime_key(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Host => "host",
+        Kind::Bwrap => "bwrap",
+        Kind::Runc => "runc",
+        Kind::Crun => "crun",
+        Kind::Runsc => "runsc",
+        Kind::ClaudeShim => "claude-shim",
+        Kind::Sandbox => "sandbox",
+    }
+}
+
+// ---------------------------------------------------------------- the run
+
+/// Fisher-Yates with xorshift64*: a new order each round, reproducible from the seed.
+fn shuffle(v: &mut [usize], state: &mut u64) {
+    for i in (1..v.len()).rev() {
+        *state ^= *state >> 12;
+        *state ^= *state << 25;
+        *state ^= *state >> 27;
+        let r = state.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        v.swap(i, (r % (i as u64 + 1)) as usize);
+    }
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    Ok(std::env::current_dir().context("read the working directory")?.join(p))
+}
+
+pub fn run(s: Settings) -> Result<i32> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("run the benchmark: it needs root (containers, namespaces, pasta); hack/bench runs it as root");
+    }
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        let action = nix::sys::signal::SigAction::new(
+            nix::sys::signal::SigHandler::Handler(on_signal),
+            nix::sys::signal::SaFlags::empty(),
+            nix::sys::signal::SigSet::empty(),
+        );
+        let _ = nix::sys::signal::sigaction(nix::sys::signal::SIGINT, &action);
+        let _ = nix::sys::signal::sigaction(nix::sys::signal::SIGTERM, &action);
+    }
+    let started = chrono::Utc::now();
+    let t_start = Instant::now();
+    let mut machine = machine::collect();
+    let work = absolute(&s.work)?;
+    let results_root = absolute(&s.results)?;
+    let size: Size = if s.quick { workloads::QUICK } else { workloads::FULL };
+    let bytes: u64 = if s.quick { 16 << 20 } else { 256 << 20 };
+    let budget_ms: u64 = if s.quick { 20 } else { 200 };
+
+    eprintln!("claude-shim-bench: preparing {}", work.display());
+    fs::create_dir_all(&work).with_context(|| format!("create {}", work.display()))?;
+    for d in ["bundles", "netns", "state"] {
+        let p = work.join(d);
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).with_context(|| format!("create {}", p.display()))?;
+    }
+    let bin_dir = work.join("bin");
+    fs::create_dir_all(&bin_dir)?;
+    let bench_bin = bin_dir.join("claude-shim-bench");
+    let me = std::env::current_exe().context("find the bench binary")?;
+    let tmp_bin = bin_dir.join(".claude-shim-bench.tmp");
+    fs::copy(&me, &tmp_bin).with_context(|| format!("copy {} to {}", me.display(), tmp_bin.display()))?;
+    fs::rename(&tmp_bin, &bench_bin)?;
+    let tree = workloads::prepare(&work.join("tree"), &size).context("prepare the source tree")?;
+    let layout = bundle::prepare_rootfs(&work.join("rootfs"), &tree, &bin_dir)?;
+
+    let runner = Runner {
+        dog: Watchdog::start(),
+        scratch: Scratch::new(&work.join("scratch"))?,
+    };
+    let (rts, tools, support) = detect(&s, &runner, &work, &layout);
+    let home = std::env::var_os("HOME").map_or(PathBuf::from("/root"), PathBuf::from);
+    let bwrap_flags = runtimes::bwrap_flags(&tree, &home);
+    let metrics = metric_defs(&s, bytes);
+    let wants = |g: &str| metrics.iter().any(|m| group_of(m.id) == g);
+
+    let peer = if wants("throughput") {
+        Peer::create().map_err(|e| err_text(&e))
+    } else {
+        Err("throughput not selected".into())
+    };
+    let peer_port = 5201;
+    let mut peer_sink = None;
+    let mut host_sink = None;
+    if wants("throughput") {
+        if let Ok(p) = &peer {
+            let mut c = Command::new(&bench_bin);
+            c.args(["__probe", "sink", "--listen", &format!("{}:{peer_port}", p.peer_ip)]);
+            peer_sink = Some(runner.spawn(c, &p.hooks(), Duration::from_secs(24 * 3600))?);
+        }
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut c = Command::new(&bench_bin);
+        c.args(["__probe", "sink", "--listen", &addr]);
+        host_sink = Some((
+            runner.spawn(c, &Hooks::default(), Duration::from_secs(24 * 3600))?,
+            addr,
+        ));
+    }
+
+    let ctx = Ctx {
+        runner,
+        rts,
+        timeout: s.timeout,
+        bwrap_flags,
+        bench_bin,
+        work: work.clone(),
+        tree,
+        pasta: runtimes::find("pasta"),
+        peer,
+        peer_port,
+        host_sink,
+        bytes,
+        budget_ms,
+        ids: Cell::new(0),
+    };
+
+    let mut planner = Planner {
+        ctx: &ctx,
+        layout: &layout,
+        support: &support,
+        cases: Vec::new(),
+        n: 0,
+    };
+    if wants("cold_start") {
+        planner.cold_start();
+    }
+    if wants("cold_start_net") {
+        planner.cold_start_net();
+    }
+    if wants("syscall") {
+        planner.syscalls();
+    }
+    if wants("workload") {
+        planner.workloads();
+    }
+    if wants("throughput") {
+        planner.throughput();
+    }
+    if wants("memory") {
+        planner.memory();
+    }
+    if wants("start20") {
+        planner.start20();
+    }
+    let mut cases = planner.cases;
+
+    let total = s.warmup + s.rounds;
+    let mut order: Vec<usize> = (0..cases.len())
+        .filter(|i| matches!(cases[*i].state, State::Ready))
+        .collect();
+    let mut rng = s.seed | 1;
+    eprintln!(
+        "claude-shim-bench: {} cases ready, {} not runnable here; {} warm-up + {} measured rounds",
+        order.len(),
+        cases.len() - order.len(),
+        s.warmup,
+        s.rounds
+    );
+    let mut interrupted = false;
+    'rounds: for round in 0..total {
+        shuffle(&mut order, &mut rng);
+        let warm = round < s.warmup;
+        let t = Instant::now();
+        for &i in &order {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                interrupted = true;
+                break 'rounds;
+            }
+            let c = &mut cases[i];
+            if !matches!(c.state, State::Ready) {
+                continue;
+            }
+            let Some(f) = c.run.as_mut() else { continue };
+            let t_case = Instant::now();
+            let mut r = f(&ctx);
+            // The first warm-up decides whether a case runs here at all; a
+            // sporadic failure (pasta's stalls) gets two more tries there.
+            for _ in 0..2 {
+                if round > 0 || r.is_ok() {
+                    break;
+                }
+                r = f(&ctx);
+            }
+            if s.verbose || t_case.elapsed() > Duration::from_secs(10) {
+                eprintln!(
+                    "claude-shim-bench: {} of {} took {:.1} s",
+                    c.metrics[0],
+                    c.label,
+                    t_case.elapsed().as_secs_f64()
+                );
+            }
+            match r {
+                Ok(sample) if !warm => {
+                    for (m, v) in sample.values {
+                        c.samples.entry(m).or_default().push(v);
+                    }
+                    if sample.note.is_some() {
+                        c.note = sample.note;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) if round == 0 => c.state = State::Fails(err_text(&e)),
+                Err(e) => c.failures.push(err_text(&e)),
+            }
+        }
+        eprintln!(
+            "claude-shim-bench: round {}/{total}{} done in {:.1} s",
+            round + 1,
+            if warm { " (warm-up)" } else { "" },
+            t.elapsed().as_secs_f64()
+        );
+    }
+
+    if let Some(r) = peer_sink {
+        r.kill();
+    }
+    if let Some((r, _)) = ctx.host_sink {
+        r.kill();
+    }
+    if let Ok(p) = &ctx.peer {
+        p.destroy();
+    }
+    machine.loadavg_after = machine::loadavg();
+
+    let mut rows = Vec::new();
+    for m in &metrics {
+        for c in cases.iter().filter(|c| c.metrics.contains(&m.id)) {
+            let rt = &ctx.rts[c.rt];
+            let samples = c.samples.get(m.id).cloned().unwrap_or_default();
+            let (status, reason) = match &c.state {
+                State::Ready if samples.is_empty() => (
+                    RowStatus::Fails,
+                    Some(
+                        c.failures
+                            .first()
+                            .cloned()
+                            .unwrap_or_else(|| "no sample was taken".into()),
+                    ),
+                ),
+                State::Ready => (RowStatus::Ok, None),
+                State::Skipped(r) => (RowStatus::Skipped, Some(r.clone())),
+                State::Missing(r) => (RowStatus::Missing, Some(r.clone())),
+                State::Fails(r) => (RowStatus::Fails, Some(r.clone())),
+                State::NotApplicable(r) => (RowStatus::NotApplicable, Some(r.clone())),
+                State::Pending(r) => (RowStatus::Pending, Some(r.clone())),
+            };
+            rows.push(Row {
+                metric: m.id.to_owned(),
+                label: c.label.clone(),
+                runtime: rt.name.clone(),
+                kind: rt.kind,
+                variant: c.variant.clone(),
+                status,
+                reason,
+                summary: stats::summarize(&samples),
+                samples,
+                failures: c.failures.clone(),
+                ratio_host: None,
+                ratio_runc: None,
+                note: c.note.clone(),
+                command: c.command.clone(),
+            });
+        }
+    }
+    report::fill_ratios(&mut rows);
+    let wl: Vec<&str> = metrics
+        .iter()
+        .map(|m| m.id)
+        .filter(|m| m.starts_with("workload_"))
+        .collect();
+    let sys: Vec<&str> = metrics
+        .iter()
+        .map(|m| m.id)
+        .filter(|m| m.starts_with("syscall_"))
+        .collect();
+    let targets = report::targets(&rows, &wl, &sys);
+
+    let mut notes = Vec::new();
+    if let Err(e) = &support.agent_seccomp {
+        notes.push(format!("agent seccomp profile: pending: {e}"));
+    }
+    if let Err(e) = &support.shim_net {
+        notes.push(format!("claude-shim network modes: {e}"));
+    }
+    let finished = chrono::Utc::now();
+    let results = Results {
+        schema: report::SCHEMA,
+        started: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        finished: finished.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        duration_s: t_start.elapsed().as_secs_f64(),
+        settings: json!({
+            "rounds": s.rounds,
+            "warmup": s.warmup,
+            "quick": s.quick,
+            "seed": s.seed,
+            "timeout_s": s.timeout.as_secs(),
+            "syscall_budget_ms": budget_ms,
+            "transfer_bytes": bytes,
+            "tree": size,
+            "at_once": AT_ONCE,
+            "runsc_platforms": s.runsc_platforms,
+            "runtimes": s.runtimes,
+            "metrics": s.metrics,
+            "claude_shim": s.claude_shim,
+            "agent_seccomp": s.agent_seccomp,
+            "bwrap_flags": ctx.bwrap_flags,
+            "work": work,
+        }),
+        machine,
+        tools,
+        runtimes: ctx.rts.clone(),
+        metrics,
+        rows,
+        targets,
+        interrupted,
+        notes,
+    };
+    let dir = results_root.join(started.format("%Y%m%dT%H%M%SZ").to_string());
+    let written = report::write_all(&results, &dir)?;
+    if let Some(readme) = &s.readme {
+        report::update_readme(readme, &results, &dir)?;
+        eprintln!("claude-shim-bench: updated {}", readme.display());
+    }
+    println!("{}", report::markdown(&results));
+    eprintln!(
+        "claude-shim-bench: wrote {} files to {} (and {})",
+        written.len(),
+        dir.display(),
+        results_root.join("latest").display()
+    );
+    Ok(if interrupted { 130 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_is_a_permutation_and_changes_between_rounds() {
+        let mut v: Vec<usize> = (0..20).collect();
+        let mut st = 42;
+        shuffle(&mut v, &mut st);
+        let first = v.clone();
+        shuffle(&mut v, &mut st);
+        let mut sorted = v.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..20).collect::<Vec<_>>());
+        assert_ne!(first, v);
+    }
+
+    #[test]
+    fn metric_groups() {
+        assert_eq!(group_of("syscall_stat"), "syscall");
+        assert_eq!(group_of("tput_h2c"), "throughput");
+        assert_eq!(group_of("cold_start_net"), "cold_start_net");
+        for g in GROUPS {
+            assert!(
+                metric_defs(
+                    &Settings {
+                        rounds: 1,
+                        warmup: 1,
+                        quick: true,
+                        results: "r".into(),
+                        work: "w".into(),
+                        claude_shim: "c".into(),
+                        agent_seccomp: "a".into(),
+                        runtimes: None,
+                        metrics: Some(vec![g.to_string()]),
+                        runsc_platforms: vec![],
+                        seed: 1,
+                        readme: None,
+                        timeout: Duration::from_secs(1),
+                        verbose: false,
+                    },
+                    1
+                )
+                .iter()
+                .all(|m| group_of(m.id) == *g),
+                "{g}"
+            );
+        }
+    }
+}

@@ -1,0 +1,575 @@
+//! The results of a run: rows (one per metric and runtime variant) with their
+//! summaries and ratios, the targets and their verdicts, and the files written
+//! from them: results.json, table.md, one SVG per metric, the `latest` link,
+//! and optionally the README's benchmark section.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::machine::Machine;
+use crate::runtimes::{Kind, Runtime, ToolInfo};
+use crate::stats::{self, Summary, Verdict};
+
+pub const SCHEMA: &str = "claude-shim-bench/1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricDef {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+    /// What exactly is timed or counted.
+    pub definition: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowStatus {
+    Ok,
+    /// The runtime or a tool it needs is not on this machine.
+    Missing,
+    /// Present, but it does not run here (its error is the reason).
+    Fails,
+    /// The combination does not exist (no inbound port in a mode without one).
+    NotApplicable,
+    /// Waiting for a part of claude-shim that has not landed.
+    Pending,
+    /// Left out by --runtimes.
+    Skipped,
+}
+
+impl RowStatus {
+    pub fn text(&self) -> &'static str {
+        match self {
+            RowStatus::Ok => "ok",
+            RowStatus::Missing => "missing",
+            RowStatus::Fails => "fails here",
+            RowStatus::NotApplicable => "n/a",
+            RowStatus::Pending => "pending",
+            RowStatus::Skipped => "not selected",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub metric: String,
+    pub label: String,
+    /// The runtime's name (`runtimes[].name`).
+    pub runtime: String,
+    pub kind: Kind,
+    /// What distinguishes rows of one runtime: "no seccomp", "network allowlist"...
+    pub variant: String,
+    pub status: RowStatus,
+    pub reason: Option<String>,
+    /// Measured samples, in the metric's unit, in the order taken.
+    pub samples: Vec<f64>,
+    /// Errors of measured rounds that did not give a sample.
+    pub failures: Vec<String>,
+    pub summary: Option<Summary>,
+    pub ratio_host: Option<f64>,
+    pub ratio_runc: Option<f64>,
+    /// Detail of the last sample (for memory: the processes counted).
+    pub note: Option<String>,
+    /// The command a sample runs (container ids vary).
+    pub command: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetResult {
+    pub target: String,
+    pub value: Option<f64>,
+    /// The figure the limit is derived from (crun's median, the host's...).
+    pub reference: Option<f64>,
+    pub limit: Option<f64>,
+    pub unit: String,
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub schema: &'static str,
+    pub started: String,
+    pub finished: String,
+    pub duration_s: f64,
+    pub settings: serde_json::Value,
+    pub machine: Machine,
+    pub tools: Vec<ToolInfo>,
+    pub runtimes: Vec<Runtime>,
+    pub metrics: Vec<MetricDef>,
+    pub rows: Vec<Row>,
+    pub targets: Vec<TargetResult>,
+    pub interrupted: bool,
+    pub notes: Vec<String>,
+}
+
+/// Three significant figures, at most two decimals.
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or("—".to_owned(), |r| format!("{r:.2}x"))
+}
+
+/// Ratios to the host row and to runc's row (same variant if there is one) of each metric.
+pub fn fill_ratios(rows: &mut [Row]) {
+    let medians: Vec<(String, Kind, String, Option<f64>)> = rows
+        .iter()
+        .map(|r| (r.metric.clone(), r.kind, r.variant.clone(), r.summary.map(|s| s.median)))
+        .collect();
+    for r in rows.iter_mut() {
+        let Some(m) = r.summary.map(|s| s.median) else {
+            continue;
+        };
+        let of = |kind: Kind, variant: Option<&str>| {
+            medians
+                .iter()
+                .find(|(metric, k, v, med)| {
+                    *metric == r.metric && *k == kind && med.is_some() && variant.is_none_or(|want| v == want)
+                })
+                .and_then(|x| x.3)
+        };
+        r.ratio_host = of(Kind::Host, None).and_then(|h| stats::ratio(m, h));
+        let runc = of(Kind::Runc, Some(&r.variant)).or_else(|| of(Kind::Runc, None));
+        r.ratio_runc = runc.and_then(|b| stats::ratio(m, b));
+    }
+}
+
+/// The median of the first measured row that matches, or why there is none.
+fn figure(rows: &[Row], metric: &str, kind: Kind, variant: Option<&str>) -> Result<(f64, String), String> {
+    let candidates: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.metric == metric && r.kind == kind && variant.is_none_or(|v| r.variant == v))
+        .collect();
+    if let Some(r) = candidates.iter().find(|r| r.summary.is_some()) {
+        return Ok((r.summary.map(|s| s.median).unwrap_or(f64::NAN), r.label.clone()));
+    }
+    match candidates.first() {
+        Some(r) => Err(format!(
+            "{} ({metric}): {}{}",
+            r.label,
+            r.status.text(),
+            r.reason.as_ref().map(|x| format!(": {x}")).unwrap_or_default()
+        )),
+        None => Err(format!("no {kind:?} row for {metric}")),
+    }
+}
+
+fn target(
+    rows: &[Row],
+    name: String,
+    unit: &str,
+    value: Result<(f64, String), String>,
+    reference: Result<(f64, String), String>,
+    factor: f64,
+) -> TargetResult {
+    let (verdict, reason) = stats::at_most(
+        value.as_ref().map(|v| v.0).map_err(Clone::clone),
+        reference.as_ref().map(|v| v.0).map_err(Clone::clone),
+        factor,
+    );
+    let _ = rows;
+    TargetResult {
+        target: name,
+        value: value.as_ref().ok().map(|v| v.0),
+        reference: reference.as_ref().ok().map(|v| v.0),
+        limit: reference.as_ref().ok().map(|v| v.0 * factor),
+        unit: unit.to_owned(),
+        verdict,
+        reason,
+    }
+}
+
+/// The targets for claude-shim; they are printed, never asserted.
+pub fn targets(rows: &[Row], workloads: &[&str], syscalls: &[&str]) -> Vec<TargetResult> {
+    let shim = |metric: &str, variant: &str| figure(rows, metric, Kind::ClaudeShim, Some(variant));
+    let mut out = Vec::new();
+    let crun = figure(rows, "cold_start", Kind::Crun, None);
+    let crun_name = crun.as_ref().map(|c| c.1.clone()).unwrap_or_else(|_| "crun".into());
+    out.push(target(
+        rows,
+        format!("cold start median <= {crun_name}'s"),
+        "ms",
+        shim("cold_start", ""),
+        crun,
+        1.0,
+    ));
+    out.push(target(
+        rows,
+        "cold start median <= 0.1x runsc's".into(),
+        "ms",
+        shim("cold_start", ""),
+        figure(rows, "cold_start", Kind::Runsc, None),
+        0.1,
+    ));
+    out.push(target(
+        rows,
+        "cold start with allowlist networking <= 2x its own cold start".into(),
+        "ms",
+        shim("cold_start_net", "network allowlist"),
+        shim("cold_start", ""),
+        2.0,
+    ));
+    for s in syscalls {
+        out.push(target(
+            rows,
+            format!("{s} with the agent seccomp profile <= 1.10x host"),
+            "ns",
+            shim(s, "agent seccomp"),
+            figure(rows, s, Kind::Host, None),
+            1.10,
+        ));
+    }
+    for w in workloads {
+        out.push(target(
+            rows,
+            format!("{w} <= 1.05x host"),
+            "ms",
+            shim(w, ""),
+            figure(rows, w, Kind::Host, None),
+            1.05,
+        ));
+        out.push(target(
+            rows,
+            format!("{w} under `claude-shim sandbox` <= 1.05x host"),
+            "ms",
+            figure(rows, w, Kind::Sandbox, None),
+            figure(rows, w, Kind::Host, None),
+            1.05,
+        ));
+    }
+    for mode in ["none", "allowlist"] {
+        out.push(target(
+            rows,
+            format!("runtime-side PSS per sandbox, network {mode}, <= 4 MiB"),
+            "MiB",
+            shim("memory_pss", &format!("network {mode}")),
+            Ok((4.0, "4 MiB".into())),
+            1.0,
+        ));
+    }
+    let crun20 = figure(rows, "start20", Kind::Crun, None);
+    let crun20_name = crun20.as_ref().map(|c| c.1.clone()).unwrap_or_else(|_| "crun".into());
+    out.push(target(
+        rows,
+        format!("20 sandboxes at once <= {crun20_name}'s time"),
+        "ms",
+        shim("start20", ""),
+        crun20,
+        1.0,
+    ));
+    out
+}
+
+fn load_text(m: &Machine) -> String {
+    let l = |x: &Option<crate::parse::LoadAvg>| {
+        x.map_or("?".to_owned(), |l| {
+            format!("{:.2} {:.2} {:.2}", l.one, l.five, l.fifteen)
+        })
+    };
+    format!("before {}, after {}", l(&m.loadavg_before), l(&m.loadavg_after))
+}
+
+pub fn markdown(r: &Results) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "### claude-shim benchmark, {}\n", r.started);
+    let _ = writeln!(s, "- Machine: {}", r.machine.line());
+    let _ = writeln!(s, "- Load average: {}", load_text(&r.machine));
+    if let Some(w) = r.machine.busy_warning() {
+        let _ = writeln!(s, "- **Note:** {w}");
+    }
+    let _ =
+        writeln!(
+        s,
+        "- Rounds: {} measured after {} warm-up, runtimes interleaved in a new shuffled order each round (seed {}){}",
+        r.settings["rounds"],
+        r.settings["warmup"],
+        r.settings["seed"],
+        if r.settings["quick"] == true { "; quick sizes" } else { "" }
+    );
+    let tools: Vec<String> = r
+        .tools
+        .iter()
+        .map(|t| {
+            let v = t.version.clone().unwrap_or_else(|| "version unknown".into());
+            match &t.package_version {
+                Some(p) => format!("{} {v} (Debian {p})", t.name),
+                None if t.path.is_none() => format!("{} missing", t.name),
+                None => format!("{} {v}", t.name),
+            }
+        })
+        .collect();
+    let _ = writeln!(s, "- Tools: {}", tools.join(", "));
+    for rt in &r.runtimes {
+        if let Some(n) = &rt.note {
+            let _ = writeln!(s, "- {}: {n}", rt.name);
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "- {n}");
+    }
+    if r.interrupted {
+        let _ = writeln!(s, "- **Interrupted:** the run was stopped before its last round.");
+    }
+
+    let _ = writeln!(s, "\n#### Targets (claude-shim; checked, not tests)\n");
+    let _ = writeln!(s, "| target | claude-shim | limit | verdict |\n|---|---:|---:|---|");
+    for t in &r.targets {
+        let v = t.value.map_or("—".into(), |v| format!("{} {}", fmt_num(v), t.unit));
+        let l = t.limit.map_or("—".into(), |v| format!("{} {}", fmt_num(v), t.unit));
+        let verdict = match (&t.verdict, &t.reason) {
+            (Verdict::NotEvaluated, Some(why)) => format!("not evaluated: {}", md_cell(why)),
+            (v, _) => format!("**{}**", v.text()),
+        };
+        let _ = writeln!(s, "| {} | {v} | {l} | {verdict} |", md_cell(&t.target));
+    }
+
+    for m in &r.metrics {
+        let rows: Vec<&Row> = r.rows.iter().filter(|x| x.metric == m.id).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let better = if m.better == Better::Lower { "lower" } else { "higher" };
+        let _ = writeln!(s, "\n#### {} ({}; {better} is better)\n", m.title, m.unit);
+        let _ = writeln!(s, "{}\n", m.definition);
+        let _ = writeln!(
+            s,
+            "| runtime | median | min–max | × host | × runc | n |\n|---|---:|---:|---:|---:|---:|"
+        );
+        for row in rows {
+            match row.summary {
+                Some(sum) if row.status == RowStatus::Ok => {
+                    let fails = if row.failures.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({} failed: {})", row.failures.len(), md_cell(&row.failures[0]))
+                    };
+                    let _ = writeln!(
+                        s,
+                        "| {}{fails} | {} | {}–{} | {} | {} | {} |",
+                        md_cell(&row.label),
+                        fmt_num(sum.median),
+                        fmt_num(sum.min),
+                        fmt_num(sum.max),
+                        fmt_ratio(row.ratio_host),
+                        fmt_ratio(row.ratio_runc),
+                        sum.n
+                    );
+                }
+                _ => {
+                    let why = match (&row.status, &row.failures.first()) {
+                        (RowStatus::Ok, Some(f)) => format!("no sample: {f}"),
+                        (RowStatus::Ok, None) => "no sample".to_owned(),
+                        (st, _) => format!("{}: {}", st.text(), row.reason.as_deref().unwrap_or("")),
+                    };
+                    let _ = writeln!(s, "| {} | {} | | | | 0 |", md_cell(&row.label), md_cell(&why));
+                }
+            }
+        }
+    }
+    s
+}
+
+fn md_cell(s: &str) -> String {
+    let one: String = s.replace('|', "\\|").replace('\n', " ");
+    if one.chars().count() > 220 {
+        one.chars().take(217).collect::<String>() + "..."
+    } else {
+        one
+    }
+}
+
+/// Writes results.json, table.md and the plots into `dir`, and points `latest` at it.
+pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let mut written = Vec::new();
+    let json = dir.join("results.json");
+    fs::write(&json, serde_json::to_vec_pretty(r)?).with_context(|| format!("write {}", json.display()))?;
+    written.push(json);
+    let table = dir.join("table.md");
+    fs::write(&table, markdown(r)).with_context(|| format!("write {}", table.display()))?;
+    written.push(table);
+    let footer = format!("{} | {} | {}", r.started, r.machine.line(), load_text(&r.machine));
+    for m in &r.metrics {
+        let rows: Vec<&Row> = r.rows.iter().filter(|x| x.metric == m.id).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let p = dir.join(format!("{}.svg", m.id));
+        fs::write(&p, crate::svg::chart(m, &rows, &footer)).with_context(|| format!("write {}", p.display()))?;
+        written.push(p);
+    }
+    if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
+        let latest = parent.join("latest");
+        let tmp = parent.join(".latest.tmp");
+        let _ = fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(name, &tmp).with_context(|| format!("create {}", tmp.display()))?;
+        fs::rename(&tmp, &latest).with_context(|| format!("replace {}", latest.display()))?;
+    }
+    Ok(written)
+}
+
+pub const README_BEGIN: &str = "<!-- bench:begin (written by claude-shim-bench --readme) -->";
+pub const README_END: &str = "<!-- bench:end -->";
+
+/// Replaces the README's benchmark section (or appends one) with this run's table and plots.
+pub fn update_readme(readme: &Path, r: &Results, dir: &Path) -> Result<()> {
+    let text = fs::read_to_string(readme).with_context(|| format!("read {}", readme.display()))?;
+    let base = readme.parent().unwrap_or(Path::new("."));
+    let base = fs::canonicalize(base).unwrap_or(base.to_path_buf());
+    let dir = fs::canonicalize(dir).unwrap_or(dir.to_path_buf());
+    let rel = dir.strip_prefix(&base).unwrap_or(&dir).display().to_string();
+    let mut section = format!("{README_BEGIN}\n");
+    section.push_str(&markdown(r));
+    section.push('\n');
+    for m in &r.metrics {
+        if r.rows.iter().any(|x| x.metric == m.id) {
+            let _ = writeln!(section, "![{}]({rel}/{}.svg)", m.title, m.id);
+        }
+    }
+    let _ = writeln!(section, "\nRaw figures: [{rel}/results.json]({rel}/results.json).");
+    section.push_str(README_END);
+    let new = match (text.find(README_BEGIN), text.find(README_END)) {
+        (Some(a), Some(b)) if b > a => format!("{}{section}{}", &text[..a], &text[b + README_END.len()..]),
+        _ => format!(
+            "{}\n## Benchmarks\n\n{section}\n",
+            text.trim_end_matches('\n').to_owned() + "\n"
+        ),
+    };
+    fs::write(readme, new).with_context(|| format!("write {}", readme.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::summarize;
+
+    fn row(metric: &str, kind: Kind, variant: &str, samples: &[f64]) -> Row {
+        Row {
+            metric: metric.into(),
+            label: format!("{kind:?} {variant}"),
+            runtime: format!("{kind:?}"),
+            kind,
+            variant: variant.into(),
+            status: if samples.is_empty() {
+                RowStatus::Fails
+            } else {
+                RowStatus::Ok
+            },
+            reason: samples.is_empty().then(|| "it broke".into()),
+            samples: samples.to_vec(),
+            failures: vec![],
+            summary: summarize(samples),
+            ratio_host: None,
+            ratio_runc: None,
+            note: None,
+            command: None,
+        }
+    }
+
+    #[test]
+    fn ratios_use_the_host_and_runc_of_the_same_variant() {
+        let mut rows = vec![
+            row("s", Kind::Host, "", &[10.0]),
+            row("s", Kind::Runc, "no seccomp", &[20.0]),
+            row("s", Kind::Runc, "default seccomp", &[40.0]),
+            row("s", Kind::ClaudeShim, "default seccomp", &[80.0]),
+            row("s", Kind::ClaudeShim, "agent seccomp", &[30.0]),
+        ];
+        fill_ratios(&mut rows);
+        assert_eq!(rows[3].ratio_host, Some(8.0));
+        assert_eq!(rows[3].ratio_runc, Some(2.0), "same variant");
+        assert_eq!(
+            rows[4].ratio_runc,
+            Some(1.5),
+            "no agent variant for runc: its first row"
+        );
+        assert_eq!(rows[0].ratio_host, Some(1.0));
+    }
+
+    #[test]
+    fn targets_are_met_not_met_or_not_evaluated_with_the_reason() {
+        let rows = vec![
+            row("cold_start", Kind::ClaudeShim, "", &[50.0, 60.0, 70.0]),
+            row("cold_start", Kind::Crun, "", &[]),
+            row("cold_start", Kind::Runsc, "", &[700.0]),
+            row("cold_start_net", Kind::ClaudeShim, "network allowlist", &[130.0]),
+        ];
+        let t = targets(&rows, &[], &[]);
+        assert_eq!(t[0].verdict, Verdict::NotEvaluated);
+        assert!(
+            t[0].reason.as_deref().unwrap().contains("it broke"),
+            "{:?}",
+            t[0].reason
+        );
+        assert_eq!(t[1].verdict, Verdict::Met, "60 <= 0.1 * 700");
+        assert_eq!(t[1].limit, Some(70.0));
+        assert_eq!(t[2].verdict, Verdict::NotMet, "130 > 2 * 60");
+    }
+
+    #[test]
+    fn numbers_are_printed_with_three_figures() {
+        assert_eq!(fmt_num(1234.6), "1235");
+        assert_eq!(fmt_num(12.345), "12.3");
+        assert_eq!(fmt_num(0.1234), "0.12");
+    }
+
+    #[test]
+    fn the_readme_section_is_replaced_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let readme = dir.path().join("README.md");
+        fs::write(
+            &readme,
+            format!("# x\n\n{README_BEGIN}\nprevious-section-text\n{README_END}\n\n## after\n"),
+        )
+        .unwrap();
+        let r = Results {
+            schema: SCHEMA,
+            started: "2026-01-01T00:00:00Z".into(),
+            finished: String::new(),
+            duration_s: 0.0,
+            settings: serde_json::json!({"rounds": 1, "warmup": 1, "seed": 1, "quick": true}),
+            machine: crate::machine::collect(),
+            tools: vec![],
+            runtimes: vec![],
+            metrics: vec![MetricDef {
+                id: "cold_start",
+                title: "Cold",
+                unit: "ms",
+                better: Better::Lower,
+                definition: "d".into(),
+            }],
+            rows: vec![row("cold_start", Kind::Host, "", &[1.0])],
+            targets: vec![],
+            interrupted: false,
+            notes: vec![],
+        };
+        let res = dir.path().join("results/20260101");
+        update_readme(&readme, &r, &res).unwrap();
+        let text = fs::read_to_string(&readme).unwrap();
+        assert!(!text.contains("previous-section-text"));
+        assert!(text.contains("![Cold](results/20260101/cold_start.svg)"), "{text}");
+        assert!(text.ends_with("## after\n"));
+        assert_eq!(text.matches(README_BEGIN).count(), 1);
+    }
+}

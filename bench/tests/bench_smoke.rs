@@ -1,0 +1,141 @@
+//! CI smoke run of the harness: one quick round against the real runtimes of
+//! this machine. It checks what a user would look at (a table, the JSON, one
+//! plot per metric, every runtime accounted for), never the figures: timing
+//! targets are not tests. Needs root, like the end-to-end tests, and fails
+//! (never skips) without it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn claude_shim() -> PathBuf {
+    let p = std::env::var_os("CLAUDE_SHIM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/x86_64-unknown-linux-gnu/release/claude-shim"));
+    assert!(p.is_file(), "claude-shim binary {} is missing: cargo build --release", p.display());
+    p
+}
+
+#[test]
+fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the benchmark smoke test runs as root (hack/test does)"
+    );
+    let results = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_claude-shim-bench"))
+        .current_dir(workspace())
+        .args(["--quick", "--rounds", "1", "--seed", "7", "--results"])
+        .arg(results.path())
+        .arg("--work")
+        .arg(workspace().join("target/bench-smoke"))
+        .arg("--claude-shim")
+        .arg(claude_shim())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "claude-shim-bench failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+
+    let runs: Vec<PathBuf> = fs::read_dir(results.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !p.is_symlink())
+        .collect();
+    assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+    let run = &runs[0];
+    assert_eq!(
+        fs::canonicalize(results.path().join("latest")).unwrap(),
+        fs::canonicalize(run).unwrap(),
+        "latest points at the run"
+    );
+
+    let table = fs::read_to_string(run.join("table.md")).unwrap();
+    assert_eq!(table.trim(), stdout.trim(), "the printed table is the one written");
+    let r: Value = serde_json::from_slice(&fs::read(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["schema"], "claude-shim-bench/1");
+    assert!(r["machine"]["kernel"].as_str().unwrap().starts_with("Linux "));
+    assert!(r["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert!(r["machine"]["loadavg_before"]["one"].is_number());
+    assert!(r["machine"]["loadavg_after"]["one"].is_number());
+
+    let metrics = r["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 16, "every metric of the issue");
+    let rows = r["rows"].as_array().unwrap();
+    let runtimes = r["runtimes"].as_array().unwrap();
+    let kinds: Vec<&str> = runtimes.iter().map(|x| x["kind"].as_str().unwrap()).collect();
+    for k in ["host", "bwrap", "runc", "crun", "runsc", "claude-shim", "sandbox"] {
+        assert!(kinds.contains(&k), "runtime {k} is listed (present, missing or failing): {kinds:?}");
+    }
+
+    for m in metrics {
+        let id = m["id"].as_str().unwrap();
+        let svg = fs::read_to_string(run.join(format!("{id}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{id}.svg is an SVG");
+        assert!(table.contains(m["title"].as_str().unwrap()), "the table has a section for {id}");
+        for rt in runtimes {
+            let name = rt["name"].as_str().unwrap();
+            let mine: Vec<&Value> = rows.iter().filter(|x| x["metric"] == id && x["runtime"] == name).collect();
+            assert!(!mine.is_empty(), "runtime {name} has a row in {id}");
+            for row in mine {
+                let label = row["label"].as_str().unwrap();
+                let ok = row["status"] == "ok";
+                if ok {
+                    assert!(
+                        !row["samples"].as_array().unwrap().is_empty(),
+                        "{id} / {label} is ok with a sample"
+                    );
+                    assert!(row["summary"]["median"].is_number(), "{id} / {label} has a median");
+                } else {
+                    assert!(
+                        row["reason"].as_str().is_some_and(|s| !s.is_empty()),
+                        "{id} / {label} says why it has no figure: {row}"
+                    );
+                }
+                let xml_label = label.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                assert!(svg.contains(&format!(">{xml_label}<")), "{id}.svg shows {label}");
+                assert!(table.contains(label), "the table shows {label}");
+            }
+        }
+    }
+
+    // A runtime installed here is measured, or failing with its own error; never silently absent.
+    for rt in runtimes {
+        let name = rt["name"].as_str().unwrap();
+        if rt["availability"]["status"] == "present" {
+            let cold = rows
+                .iter()
+                .find(|x| x["metric"] == "cold_start" && x["runtime"] == name)
+                .unwrap();
+            assert_eq!(cold["status"], "ok", "{name} is present, so its cold start is measured: {cold}");
+        }
+    }
+    for (bin, kind) in [("runc", "runc"), ("crun", "crun"), ("runsc", "runsc"), ("bwrap", "bwrap")] {
+        let installed = ["/usr/bin", "/usr/sbin", "/usr/local/bin"]
+            .iter()
+            .any(|d| Path::new(d).join(bin).is_file());
+        let listed = runtimes.iter().filter(|x| x["kind"] == kind);
+        for rt in listed {
+            let status = rt["availability"]["status"].as_str().unwrap();
+            if installed {
+                assert_ne!(status, "missing", "{bin} is installed, so it is not reported missing: {rt}");
+            } else {
+                assert_eq!(status, "missing", "{bin} is not installed: {rt}");
+            }
+        }
+    }
+
+    let targets = r["targets"].as_array().unwrap();
+    assert!(targets.len() >= 10, "the issue's targets are evaluated");
+    assert!(targets
+        .iter()
+        .all(|t| ["met", "not_met", "not_evaluated"].contains(&t["verdict"].as_str().unwrap())));
+    assert!(table.contains("#### Targets"));
+}

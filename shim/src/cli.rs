@@ -83,6 +83,11 @@ pub enum Command {
     Features(liboci_cli::Features),
     /// Write a default config.json
     Spec(liboci_cli::Spec),
+
+    // Internal verbs.
+    /// The probe of `verify`, run inside a sandbox (internal)
+    #[command(name = "__probe", hide = true)]
+    Probe(Probe),
 }
 
 /// `kill CONTAINER [SIGNAL]`, with runc's default signal.
@@ -130,6 +135,20 @@ pub struct Run {
     pub detach: bool,
     /// Container id, or a path to a bundle directory (a path always holds a `/`)
     pub target: String,
+}
+
+/// `__probe --expect-json JSON` (or `--expect FILE`): check the sandbox from inside.
+#[derive(Args, Debug)]
+pub struct Probe {
+    /// Read the expectations from this file
+    #[arg(long, conflicts_with = "expect_json")]
+    pub expect: Option<PathBuf>,
+    /// The expectations as JSON
+    #[arg(long)]
+    pub expect_json: Option<String>,
+    /// Print this process's capabilities as JSON (the probe's own re-exec)
+    #[arg(long, conflicts_with_all = ["expect", "expect_json"])]
+    pub print_status: bool,
 }
 
 #[derive(Args, Debug)]

@@ -88,5 +88,14 @@ pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
         None => None,
     };
     drop(console);
-    foreground::wait(pid, &signals, master, &mut Some)
+    foreground::wait(
+        pid,
+        &signals,
+        master,
+        foreground::Forwarding {
+            map: &mut Some,
+            grace: None,
+            pending: None,
+        },
+    )
 }

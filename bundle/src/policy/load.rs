@@ -69,7 +69,9 @@ fn one_line(s: &str) -> String {
 /// The field path and message for a deserialization error.
 fn describe(doc: &Spanned<DeTable<'_>>, span: Option<std::ops::Range<usize>>, message: &str) -> (String, String) {
     let message = one_line(message);
-    let mut path = span.and_then(|s| find(doc.get_ref(), s.start)).unwrap_or_default();
+    let mut path = span
+        .and_then(|s| find(doc.get_ref(), s.start, &message))
+        .unwrap_or_default();
     // serde names the offending key in the message; put it in the path.
     if let Some(rest) = message.strip_prefix("unknown field `") {
         if let Some((key, expected)) = rest.split_once('`') {
@@ -82,7 +84,8 @@ fn describe(doc: &Spanned<DeTable<'_>>, span: Option<std::ops::Range<usize>>, me
     }
     if let Some(rest) = message.strip_prefix("missing field `") {
         if let Some((key, _)) = rest.split_once('`') {
-            path.push(key.to_owned());
+            // Only top-level fields are required; the span is the document's.
+            let path = vec![key.to_owned()];
             let hint = if key == "version" { " (write version = 1)" } else { "" };
             return (join(&path), format!("missing{hint}"));
         }
@@ -113,9 +116,9 @@ fn join(path: &[String]) -> String {
 }
 
 /// The path of the deepest key or value whose span holds `at`.
-fn find(table: &DeTable<'_>, at: usize) -> Option<Vec<String>> {
+fn find(table: &DeTable<'_>, at: usize, message: &str) -> Option<Vec<String>> {
     for (key, value) in table.iter() {
-        if let Some(mut inner) = find_value(value, at) {
+        if let Some(mut inner) = find_value(value, at, message) {
             inner.insert(0, key.get_ref().to_string());
             return Some(inner);
         }
@@ -126,16 +129,34 @@ fn find(table: &DeTable<'_>, at: usize) -> Option<Vec<String>> {
     None
 }
 
-fn find_value(value: &Spanned<DeValue<'_>>, at: usize) -> Option<Vec<String>> {
+fn find_value(value: &Spanned<DeValue<'_>>, at: usize, message: &str) -> Option<Vec<String>> {
     match value.get_ref() {
-        DeValue::Table(t) => find(t, at),
+        DeValue::Table(t) => find(t, at, message),
         DeValue::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                if let Some(mut inner) = find_value(item, at) {
+                if let Some(mut inner) = find_value(item, at, message) {
                     inner.insert(0, format!("[{i}]"));
                     return Some(inner);
                 }
                 if item.span().contains(&at) {
+                    return Some(vec![format!("[{i}]")]);
+                }
+            }
+            // toml gives an element's own error (a value refused by its type's
+            // check) the span of the whole array; every such message quotes
+            // the value, which singles the element out.
+            if value.span().contains(&at) {
+                let quoted: Vec<usize> = items
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, item)| {
+                        item.get_ref()
+                            .as_str()
+                            .is_some_and(|s| message.contains(&format!("{s:?}")))
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                if let [i] = quoted[..] {
                     return Some(vec![format!("[{i}]")]);
                 }
             }

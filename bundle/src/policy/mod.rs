@@ -323,7 +323,7 @@ impl TryFrom<toml::Value> for Cpus {
             toml::Value::Integer(i) => i as f64,
             other => return Err(format!("{other} is not a number of CPUs")),
         };
-        if !(n >= 0.01 && n <= 1024.0) {
+        if !(0.01..=1024.0).contains(&n) {
             return Err(format!("{n} CPUs is outside 0.01..=1024"));
         }
         Ok(Self(n))

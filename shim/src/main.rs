@@ -8,6 +8,7 @@ mod commands;
 mod logging;
 mod network;
 mod runtime;
+mod sandbox;
 
 use clap::Parser;
 
@@ -43,7 +44,10 @@ fn io_text(e: &std::io::Error) -> String {
 }
 
 fn needs_seal(cmd: &Command) -> bool {
-    matches!(cmd, Command::Create(_) | Command::Run(_) | Command::Exec(_))
+    matches!(
+        cmd,
+        Command::Create(_) | Command::Run(_) | Command::Exec(_) | Command::Sandbox(_)
+    )
 }
 
 fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
@@ -70,6 +74,8 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Update(a) => update::update(&rt, a),
         Command::Features(_) => features::features(),
         Command::Spec(a) => spec::spec(a),
+        Command::Sandbox(a) => sandbox::sandbox(&rt, a),
+        Command::Bundle(a) => sandbox::bundle(a),
     }
 }
 

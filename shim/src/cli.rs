@@ -84,10 +84,54 @@ pub enum Command {
     /// Write a default config.json
     Spec(liboci_cli::Spec),
 
+    // claude-shim's own verbs.
+    /// Run one command in a sandbox compiled from a policy (default: the embedded agent policy)
+    Sandbox(Sandbox),
+    /// Write the sandbox of a policy as an OCI bundle (runnable by claude-shim or runc)
+    Bundle(BundleArgs),
+
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
     #[command(name = "__probe", hide = true)]
     Probe(Probe),
+}
+
+#[derive(Args, Debug)]
+pub struct Sandbox {
+    /// Policy file, or `agent` / `offline` for the embedded ones (default: agent)
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The writable working directory (default: the current one)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// A root filesystem to use instead of the host's (read-only either way)
+    #[arg(long)]
+    pub rootfs: Option<PathBuf>,
+    /// The command and its arguments
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct BundleArgs {
+    /// Policy file, or `agent` / `offline` for the embedded ones (default: agent)
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The writable working directory (default: the current one)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// A root filesystem to use instead of the host's
+    #[arg(long)]
+    pub rootfs: Option<PathBuf>,
+    /// Where to write the bundle
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace a non-empty --out
+    #[arg(long)]
+    pub force: bool,
+    /// The command (default: sh)
+    #[arg(last = true)]
+    pub command: Vec<String>,
 }
 
 /// `kill CONTAINER [SIGNAL]`, with runc's default signal.
@@ -99,7 +143,7 @@ pub struct Kill {
     /// Container id
     pub container_id: String,
     /// Signal name (KILL, SIGKILL) or number (9)
-    #[arg(default_value = "SIGTERM")]
+    #[arg(default_value = "SIGTERM", allow_hyphen_values = true)]
     pub signal: String,
 }
 

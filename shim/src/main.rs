@@ -8,6 +8,7 @@ mod commands;
 mod logging;
 mod network;
 mod runtime;
+mod sandbox;
 #[cfg_attr(
     not(test),
     expect(
@@ -51,7 +52,10 @@ fn io_text(e: &std::io::Error) -> String {
 }
 
 fn needs_seal(cmd: &Command) -> bool {
-    matches!(cmd, Command::Create(_) | Command::Run(_) | Command::Exec(_))
+    matches!(
+        cmd,
+        Command::Create(_) | Command::Run(_) | Command::Exec(_) | Command::Sandbox(_)
+    )
 }
 
 fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
@@ -87,6 +91,8 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Update(a) => update::update(&rt, a),
         Command::Features(_) => features::features(),
         Command::Spec(a) => spec::spec(a),
+        Command::Sandbox(a) => sandbox::sandbox(&rt, a),
+        Command::Bundle(a) => sandbox::bundle(a),
         Command::Probe(_) => unreachable!("handled above"),
     }
 }
@@ -95,8 +101,26 @@ fn systemd_running() -> bool {
     std::path::Path::new("/run/systemd/system").is_dir()
 }
 
+/// clap's usage errors as one line, with runc's exit status.
+fn parse_cli() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let rendered = e.to_string();
+            let first = rendered
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ");
+            eprintln!("claude-shim: failed to parse the command line: {first}");
+            std::process::exit(1);
+        }
+    }
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     if cli.version {
         println!("claude-shim version {}", env!("CARGO_PKG_VERSION"));
         println!("spec: {}", libcontainer::oci_spec::runtime::VERSION);

@@ -179,6 +179,9 @@ pub enum SyscallExpect {
     Allowed,
     /// The filter refuses it with one of these errnos.
     Blocked(Errnos),
+    /// Refused with one of these errnos by the filter or by the kernel (raw
+    /// sockets without CAP_NET_RAW): the defence is not the filter alone.
+    Refused(Errnos),
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -263,7 +266,7 @@ impl Expectations {
             if super::syscalls::find(name).is_none() {
                 return bad("syscalls", format!("no probe named {name:?}"));
             }
-            if let SyscallExpect::Blocked(e) = expect {
+            if let SyscallExpect::Blocked(e) | SyscallExpect::Refused(e) = expect {
                 if e.0.is_empty() {
                     return bad("syscalls", format!("{name:?} is blocked with no errno"));
                 }

@@ -322,6 +322,7 @@ pub fn plan(exp: &Expectations) -> Vec<Check> {
         let expected = match expect {
             SyscallExpect::Allowed => "allowed".to_owned(),
             SyscallExpect::Blocked(e) => format!("blocked: {e}"),
+            SyscallExpect::Refused(e) => format!("refused: {e}"),
         };
         p.push(check(
             format!("syscall {}", probe.name),

@@ -7,8 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
+use super::expect::Expectations;
 use super::outcome::Outcome;
-use super::plan::Check;
+use super::plan::{plan, Check};
 
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -154,6 +155,11 @@ impl Report {
             runtime: runtime.to_owned(),
             rows,
         }
+    }
+
+    /// `new` with the plan of `exp`.
+    pub fn for_expectations(runtime: &str, exp: &Expectations, run: &ProbeRun) -> Self {
+        Self::new(runtime, &plan(exp), run)
     }
 
     pub fn count(&self, v: Verdict) -> usize {
@@ -359,7 +365,6 @@ pub fn exit_code(reports: &[Report]) -> i32 {
 mod tests {
     use super::*;
     use crate::verify::expect::sample;
-    use crate::verify::plan::plan;
 
     fn line(check: &str, pass: Option<bool>) -> String {
         serde_json::to_string(&Outcome {
@@ -385,7 +390,7 @@ mod tests {
             stderr: String::new(),
             exit_code: Some(0),
         };
-        let r = Report::new("claude-shim", &plan, &run);
+        let r = Report::for_expectations("claude-shim", &sample(), &run);
         assert_eq!(r.rows.len(), plan.len());
         assert_eq!(r.count(Verdict::Pass), plan.len());
         assert_eq!(r.exit_code(), 0);

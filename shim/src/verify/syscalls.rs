@@ -9,7 +9,13 @@
 //! capability checks also say EPERM: see `probe::seccomp` for how the probe
 //! tells the filter's answer from the kernel's.
 
+use std::collections::BTreeMap;
+
+use claude_shim_bundle::seccomp::{decide, Decision};
 use nix::errno::Errno;
+use oci_spec::runtime::LinuxSeccomp;
+
+use super::expect::{Errnos, SyscallExpect};
 
 /// A raw syscall result: the return value, or the errno.
 pub type Ret = Result<i64, Errno>;
@@ -78,6 +84,11 @@ const SIGCHLD: u64 = libc::SIGCHLD as u64;
 const HIGH_BIT: u64 = 1 << 40;
 /// personality(2): ADDR_NO_RANDOMIZE switches off ASLR for the next execve.
 const ADDR_NO_RANDOMIZE: u64 = 0x0040000;
+/// What glibc's pthread_create passes to clone: CLONE_VM|CLONE_FS|CLONE_FILES|
+/// CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|CLONE_SETTLS|CLONE_PARENT_SETTID|
+/// CLONE_CHILD_CLEARTID (only used to evaluate a profile; the probe spawns a
+/// real thread).
+const GLIBC_THREAD_FLAGS: u64 = 0x003d_0f00;
 /// sizeof(struct clone_args) of Linux 5.5 (CLONE_ARGS_SIZE_VER1).
 const CLONE_ARGS_SIZE: u64 = 80;
 
@@ -209,7 +220,8 @@ pub const CATALOG: &[SyscallProbe] = &[
     ),
     probe("clone3", "clone3", libc::SYS_clone3, [BAD, CLONE_ARGS_SIZE, 0, 0, 0, 0]),
     direct("fork", "clone", libc::SYS_clone, [SIGCHLD, 0, 0, 0, 0, 0]),
-    direct("thread", "clone3", libc::SYS_clone3, [0; 6]),
+    // The filter sees a thread as glibc's clone (after clone3's ENOSYS).
+    direct("thread", "clone", libc::SYS_clone, [GLIBC_THREAD_FLAGS, 0, 0, 0, 0, 0]),
     // io_uring (PROBES.md 8).
     probe(
         "io_uring_setup",
@@ -402,6 +414,25 @@ pub const CATALOG: &[SyscallProbe] = &[
     probe("ioperm", "ioperm", libc::SYS_ioperm, [0, u32::MAX as u64, 1, 0, 0, 0]),
 ];
 
+/// What `profile` makes of each probe, evaluated on the probe's own arguments
+/// with the OCI semantics (`claude_shim_bundle::seccomp::decide`): the
+/// syscall table of an `Expectations` derived from the profile a policy
+/// compiles to. Probes the profile answers with another action (kill, trap,
+/// log, notify) are left out: the probe can only expect an errno or a pass.
+pub fn expectations_for(profile: &LinuxSeccomp) -> BTreeMap<String, SyscallExpect> {
+    CATALOG
+        .iter()
+        .filter_map(|p| {
+            let expect = match decide(profile, p.syscall, p.args) {
+                Decision::Allow => SyscallExpect::Allowed,
+                Decision::Errno(e) => SyscallExpect::Blocked(Errnos::of(&[Errno::from_raw(e as i32)])),
+                Decision::Other(_) => return None,
+            };
+            Some((p.name.to_owned(), expect))
+        })
+        .collect()
+}
+
 pub fn find(name: &str) -> Option<&'static SyscallProbe> {
     CATALOG.iter().find(|p| p.name == name)
 }
@@ -433,10 +464,47 @@ mod tests {
     }
 
     #[test]
+    fn expectations_follow_the_agent_profile() {
+        let exp = expectations_for(&claude_shim_bundle::seccomp::agent_profile());
+        assert_eq!(
+            exp.len(),
+            CATALOG.len(),
+            "the agent profile only allows or returns errnos"
+        );
+        let eperm = SyscallExpect::Blocked(Errnos::of(&[Errno::EPERM]));
+        for name in [
+            "mount",
+            "setns",
+            "unshare(CLONE_NEWUSER)",
+            "unshare(CLONE_NEWUSER|1<<40)",
+            "unshare(CLONE_NEWTIME)",
+            "clone(CLONE_NEWUSER)",
+            "io_uring_setup",
+            "socket(AF_VSOCK)",
+            "socket(AF_ALG)",
+            "personality(ADDR_NO_RANDOMIZE)",
+            "ptrace(PTRACE_TRACEME)",
+            "kexec_load",
+        ] {
+            assert_eq!(exp[name], eperm, "{name}");
+        }
+        assert_eq!(exp["clone3"], SyscallExpect::Blocked(Errnos::of(&[Errno::ENOSYS])));
+        for name in [
+            "fork",
+            "thread",
+            "socket(AF_UNIX)",
+            "socket(AF_NETLINK)",
+            "personality(0xffffffff)",
+        ] {
+            assert_eq!(exp[name], SyscallExpect::Allowed, "{name}");
+        }
+    }
+
+    #[test]
     fn clone_probes_never_share_memory() {
         // A clone that unexpectedly succeeds must behave like fork: the child
         // returns on a copy of the stack and exits.
-        for p in probes_for("clone") {
+        for p in probes_for("clone").filter(|p| p.method == Method::Attributed || p.name == "fork") {
             assert_eq!(p.args[0] & libc::CLONE_VM as u64, 0, "{}", p.name);
             assert_eq!(p.args[1], 0, "{}: no new stack", p.name);
         }

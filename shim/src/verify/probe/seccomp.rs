@@ -159,6 +159,10 @@ pub fn judge(expect: &SyscallExpect, seen: &Seen) -> Finding {
         (SyscallExpect::Blocked(set), Seen::Filtered(e)) => set.contains(*e),
         (SyscallExpect::Blocked(set), Seen::Enosys) => set.contains(Errno::ENOSYS),
         (SyscallExpect::Blocked(set), Seen::Direct(Err(e))) => set.contains(*e),
+        (SyscallExpect::Refused(set), Seen::Filtered(e) | Seen::Reached(Err(e)) | Seen::Direct(Err(e))) => {
+            set.contains(*e)
+        }
+        (SyscallExpect::Refused(set), Seen::Enosys) => set.contains(Errno::ENOSYS),
         _ => false,
     };
     Finding::judge(ok, observed)
@@ -191,6 +195,10 @@ mod tests {
         assert_eq!(judge(&eperm, &Seen::Unknown("x".into())).pass, Some(false));
         assert_eq!(judge(&eperm, &Seen::Enosys).pass, Some(false));
         assert_eq!(judge(&blocked(&[Errno::ENOSYS]), &Seen::Enosys).pass, Some(true));
+        let refused = SyscallExpect::Refused(Errnos::of(&[Errno::EPERM]));
+        assert_eq!(judge(&refused, &Seen::Reached(Err(Errno::EPERM))).pass, Some(true));
+        assert_eq!(judge(&refused, &Seen::Filtered(Errno::EPERM)).pass, Some(true));
+        assert_eq!(judge(&refused, &Seen::Reached(Ok(3))).pass, Some(false));
         let allowed = SyscallExpect::Allowed;
         assert_eq!(judge(&allowed, &Seen::Reached(Err(Errno::EFAULT))).pass, Some(true));
         assert_eq!(judge(&allowed, &Seen::Filtered(Errno::EPERM)).pass, Some(false));

@@ -400,3 +400,91 @@ fn bundle_runs_under_claude_shim_and_runc() {
         .args(["delete", "-f", &format!("{id}-runc")])
         .status();
 }
+
+fn verify(env: &Env, ws: &Workspace, args: &[&str]) -> (i32, String, String) {
+    let mut full = vec!["verify", "--workdir", ws.work.to_str().unwrap()];
+    full.extend_from_slice(args);
+    let mut c = env.command(&full);
+    c.env("HOME", &ws.home)
+        .env("GH_TOKEN", "ghp_secret")
+        .stdin(Stdio::null());
+    output(c)
+}
+
+fn summary_counts(stdout: &str, runtime: &str) -> (usize, usize) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{runtime}: ")))
+        .unwrap_or_else(|| panic!("no summary for {runtime}: {stdout}"));
+    let nums: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    (nums[0], nums[2]) // checks, failed
+}
+
+#[test]
+fn verify_passes_for_the_shipped_policies() {
+    let env = Env::new();
+    for policy in ["agent", "offline"] {
+        let ws = workspace(None);
+        let (code, stdout, stderr) = verify(&env, &ws, &["--policy", policy]);
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        let (checks, failed) = summary_counts(&stdout, "claude-shim");
+        assert!(checks > 100, "{checks} checks");
+        assert_eq!(failed, 0);
+        for row in ["status Seccomp", "namespace pid", "read-only /", "hidden"] {
+            assert!(stdout.contains(row), "the table has {row}");
+        }
+        assert!(!stdout.contains("FAIL"), "{stdout}");
+    }
+}
+
+#[test]
+fn verify_passes_as_an_unprivileged_user() {
+    let (uid, gid) = test_user();
+    let env = Env::as_user(uid, gid);
+    let ws = workspace(Some((uid, gid)));
+    let (code, stdout, stderr) = verify(&env, &ws, &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(summary_counts(&stdout, "claude-shim").1, 0);
+}
+
+#[test]
+fn verify_side_by_side_with_runc() {
+    let env = Env::new();
+    let ws = workspace(None);
+    let (code, stdout, stderr) = verify(&env, &ws, &["--runtime", "/usr/sbin/runc"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.lines().next().is_some());
+    assert_eq!(
+        summary_counts(&stdout, "runc").1,
+        0,
+        "runc enforces the same profile: {stdout}"
+    );
+}
+
+/// verify must be able to fail: a peer "runtime" that drops the seccomp section
+/// and the capability drop before calling runc gets FAIL rows and exit 1.
+#[test]
+fn verify_fails_a_runtime_that_loosens_the_bundle() {
+    let env = Env::new();
+    let ws = workspace(None);
+    let wrapper = env.dir.path().join("loose-runc");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\n# --root R run --bundle B ID  |  --root R delete --force ID\n\
+         if [ \"$3\" = run ]; then b=$5; l=$(mktemp -d); cp -a \"$b\"/. \"$l\"/;\n\
+         jq 'del(.linux.seccomp) | .process.capabilities.bounding += [\"CAP_SYS_ADMIN\"]' \"$b/config.json\" > \"$l/config.json\";\n\
+         runc --root \"$2\" run --bundle \"$l\" \"$6\"; s=$?; rm -rf \"$l\"; exit $s; fi\nexec runc \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, stdout, _) = verify(&env, &ws, &["--runtime", wrapper.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(summary_counts(&stdout, "claude-shim").1, 0);
+    let (_, failed) = summary_counts(&stdout, "loose-runc");
+    assert!(failed > 10, "{failed} failures under the loosened runtime");
+    let seccomp_row = stdout.lines().find(|l| l.starts_with("status Seccomp")).unwrap();
+    assert!(seccomp_row.contains("FAIL"), "{seccomp_row}");
+}

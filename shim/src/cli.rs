@@ -89,6 +89,8 @@ pub enum Command {
     Sandbox(Sandbox),
     /// Write the sandbox of a policy as an OCI bundle (runnable by claude-shim or runc)
     Bundle(BundleArgs),
+    /// Prove a policy's sandbox from inside: a probe checks every defence
+    Verify(Verify),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
@@ -110,6 +112,25 @@ pub struct Sandbox {
     /// The command and its arguments
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct Verify {
+    /// Policy file, or `agent` / `offline` for the embedded ones (default: agent)
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The working directory the sandbox gets (default: the current one)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// A root filesystem to use instead of the host's
+    #[arg(long)]
+    pub rootfs: Option<PathBuf>,
+    /// Also run the same bundle under this runc-compatible runtime (repeatable), side by side
+    #[arg(long)]
+    pub runtime: Vec<PathBuf>,
+    /// Print the results as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -9,13 +9,6 @@ mod logging;
 mod network;
 mod runtime;
 mod sandbox;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the host side (expectations, report) is for the verify verb, wired next"
-    )
-)]
 mod verify;
 
 use clap::Parser;
@@ -54,7 +47,7 @@ fn io_text(e: &std::io::Error) -> String {
 fn needs_seal(cmd: &Command) -> bool {
     matches!(
         cmd,
-        Command::Create(_) | Command::Run(_) | Command::Exec(_) | Command::Sandbox(_)
+        Command::Create(_) | Command::Run(_) | Command::Exec(_) | Command::Sandbox(_) | Command::Verify(_)
     )
 }
 
@@ -62,12 +55,12 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
     use commands::*;
     if let Command::Probe(a) = cmd {
         // Inside a sandbox: no state root, no cgroups, nothing but the checks.
-        let args = verify::probe::Args {
+        let args = crate::verify::probe::Args {
             expect: a.expect.as_deref(),
             expect_json: a.expect_json.as_deref(),
             print_status: a.print_status,
         };
-        return verify::probe::main(&args);
+        return crate::verify::probe::main(&args);
     }
     if cli.global.systemd_cgroup {
         if systemd_running() {
@@ -93,6 +86,7 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Spec(a) => spec::spec(a),
         Command::Sandbox(a) => sandbox::sandbox(&rt, a),
         Command::Bundle(a) => sandbox::bundle(a),
+        Command::Verify(a) => verify::verify(&rt, a),
         Command::Probe(_) => unreachable!("handled above"),
     }
 }

@@ -8,3 +8,4 @@ pub mod run;
 pub mod sandbox;
 pub mod spec;
 pub mod update;
+pub mod verify;

@@ -41,8 +41,9 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
             no_pivot: false,
             detach: false,
             keep: false,
+            stdio: None,
         };
-        run_bundle(rt, &opts, &crate::admin::apply, &mut Some, Some(GRACE))
+        run_bundle(rt, opts, &crate::admin::apply, &mut Some, Some(GRACE))
     });
     sandbox::remove_placeholders(&made);
     if let Err(e) = std::fs::remove_dir_all(&bundle) {

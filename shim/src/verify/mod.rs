@@ -9,6 +9,7 @@
 //! Inside the sandbox: `probe` (with the `syscalls` catalog).
 
 pub mod expect;
+pub mod from_spec;
 pub mod outcome;
 pub mod plan;
 pub mod probe;

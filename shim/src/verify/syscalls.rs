@@ -438,6 +438,7 @@ pub fn find(name: &str) -> Option<&'static SyscallProbe> {
 }
 
 /// The probes that exercise the seccomp rule for `syscall`.
+#[cfg(test)]
 pub fn probes_for(syscall: &str) -> impl Iterator<Item = &'static SyscallProbe> + '_ {
     CATALOG.iter().filter(move |p| p.syscall == syscall)
 }

@@ -11,6 +11,7 @@
 pub mod executor;
 pub mod foreground;
 pub mod guards;
+pub mod loopback;
 pub mod seal;
 
 use std::collections::HashMap;
@@ -388,6 +389,20 @@ impl Runtime {
             .with_no_pivot(req.no_pivot)
             .build()
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
+        if has_new_namespace(&spec, LinuxNamespaceType::Network) {
+            let pid = container
+                .pid()
+                .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?;
+            if is_root() {
+                loopback::bring_up(pid).with_context(|| format!("create container {id}"))?;
+            } else {
+                // The init is not dumpable before its execve, so an unprivileged
+                // runtime may not open its /proc/<pid>/ns files (ptrace access).
+                tracing::debug!(
+                    "lo of container {id} stays down: an unprivileged runtime cannot enter it before start"
+                );
+            }
+        }
         Ok(container)
     }
 

@@ -1,0 +1,322 @@
+//! Harness for the engine tests: a private podman (hack/podman) or containerd
+//! (hack/containerd) per test, driving the real claude-shim binary, with a
+//! check at the end that the engine and the runtime left nothing behind.
+
+use std::fs;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{assert_gone, rootfs, shim_path, unique_id, workspace};
+
+/// Where claude-shim keeps state when an engine does not pass --root (podman).
+pub const DEFAULT_ROOT: &str = "/run/claude-shim";
+
+/// The image hack/podman and hack/containerd build from the test rootfs.
+pub const IMAGE: &str = "localhost/claude-shim-test:latest";
+
+fn hack(script: &str, dir: &Path) {
+    let out = Command::new(workspace().join("hack").join(script))
+        .arg(dir)
+        .env("CLAUDE_SHIM", shim_path())
+        .env("CLAUDE_SHIM_ROOTFS", rootfs())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "hack/{script} {} failed: {}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs a command to completion with stdin closed and its output in files (a
+/// detached container keeps a pipe's write end open for as long as it runs).
+pub fn output_of(mut cmd: Command, scratch: &Path) -> Output {
+    let out_path = scratch.join(format!("{}.out", unique_id("o")));
+    let err_path = out_path.with_extension("err");
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out_path).unwrap())
+        .stderr(fs::File::create(&err_path).unwrap())
+        .status()
+        .unwrap();
+    let output = Output {
+        status,
+        stdout: fs::read(&out_path).unwrap(),
+        stderr: fs::read(&err_path).unwrap(),
+    };
+    let _ = fs::remove_file(&out_path);
+    let _ = fs::remove_file(&err_path);
+    output
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Mount points at or under `dir`.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.to_string_lossy().into_owned();
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_owned))
+        .filter(|m| m == &prefix || m.starts_with(&format!("{prefix}/")))
+        .collect()
+}
+
+/// Unix sockets at or under `dir`.
+pub fn sockets_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_socket() {
+                out.push(e.path());
+            } else if t.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// Pids of processes whose command line mentions `needle` (a private path).
+pub fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && !cmdline.contains("claude_shim_e2e") && !cmdline.contains("cargo") {
+            out.push((pid, cmdline));
+        }
+    }
+    out
+}
+
+/// Removes cgroup `rel` (and its empty children) in every hierarchy; returns
+/// what could not be removed.
+pub fn remove_cgroup_tree(rel: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    let Ok(hierarchies) = fs::read_dir("/sys/fs/cgroup") else {
+        return left;
+    };
+    for h in hierarchies.flatten() {
+        let top = h.path().join(rel.trim_start_matches('/'));
+        if !top.is_dir() {
+            continue;
+        }
+        let mut dirs = vec![top.clone()];
+        let mut i = 0;
+        while i < dirs.len() {
+            if let Ok(entries) = fs::read_dir(&dirs[i]) {
+                for e in entries.flatten() {
+                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                        dirs.push(e.path());
+                    }
+                }
+            }
+            i += 1;
+        }
+        for d in dirs.iter().rev() {
+            if let Err(e) = fs::remove_dir(d) {
+                let procs = fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+                left.push(format!("cgroup {} ({e}; processes: {})", d.display(), procs.trim()));
+            }
+        }
+    }
+    left
+}
+
+/// Polls `f` until it returns Some or `within` is over.
+pub fn wait_until<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A private podman (configuration, storage and image from hack/podman) for one
+/// test, with its own cgroup parent so that podman's cgroups can be checked and
+/// removed too.
+pub struct Podman {
+    pub dir: tempfile::TempDir,
+    pub cgroup_parent: String,
+    finished: bool,
+}
+
+impl Default for Podman {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Podman {
+    pub fn new() -> Self {
+        crate::require_root();
+        let dir = tempfile::Builder::new()
+            .prefix("claude-shim-podman-")
+            .tempdir()
+            .unwrap();
+        hack("podman", dir.path());
+        let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+        Self {
+            cgroup_parent: format!("/{name}"),
+            dir,
+            finished: false,
+        }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("podman");
+        c.env("CONTAINERS_CONF", self.dir.path().join("containers.conf"))
+            .env("CONTAINERS_STORAGE_CONF", self.dir.path().join("storage.conf"))
+            .current_dir(self.dir.path())
+            .args(args);
+        c
+    }
+
+    /// The flags every container of a test gets: the runtime, the private
+    /// cgroup parent, no registry, and no podman network.
+    pub fn container_flags(&self, runtime: &str) -> Vec<String> {
+        vec![
+            format!("--runtime={runtime}"),
+            format!("--cgroup-parent={}", self.cgroup_parent),
+            "--pull=never".into(),
+            "--network=none".into(),
+        ]
+    }
+
+    /// `podman VERB <container flags> REST...` (VERB is run or create).
+    pub fn container_command(&self, verb: &str, runtime: &str, rest: &[&str]) -> Command {
+        let mut c = self.command(&[verb]);
+        c.args(self.container_flags(runtime)).args(rest);
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        output_of(self.command(args), self.dir.path())
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "podman {args:?} failed with {:?}\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    /// `podman run` (or create) under `runtime`; the whole output.
+    pub fn run_container(&self, verb: &str, runtime: &str, rest: &[&str]) -> Output {
+        output_of(self.container_command(verb, runtime, rest), self.dir.path())
+    }
+
+    pub fn inspect(&self, name: &str, format: &str) -> String {
+        self.ok(&["inspect", "--format", format, name]).trim().to_owned()
+    }
+
+    pub fn status(&self, name: &str) -> String {
+        self.inspect(name, "{{.State.Status}}")
+    }
+
+    pub fn wait_status(&self, name: &str, status: &str) {
+        wait_until(Duration::from_secs(15), &format!("{name} to be {status}"), || {
+            // The container may not exist yet (a `podman run` still starting).
+            let out = self.run(&["inspect", "--format", "{{.State.Status}}", name]);
+            (text(&out.stdout).trim() == status).then_some(())
+        });
+    }
+
+    /// Every container id this podman ever created (from its event log).
+    pub fn container_ids(&self) -> Vec<String> {
+        let log = fs::read_to_string(self.dir.path().join("events.log")).unwrap_or_default();
+        let mut ids: Vec<String> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["Type"] == "container")
+            .filter_map(|v| v["ID"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Asserts podman and claude-shim left nothing: no container in `podman
+    /// ps -a`, no runtime state, cgroup, mount or process of any container,
+    /// no conmon, mount or socket under the private directory, and a cgroup
+    /// parent that is empty (it is removed here).
+    pub fn finish(mut self) {
+        self.finished = true;
+        let listed = self.ok(&["ps", "-a", "--format", "{{.ID}} {{.Names}} {{.Status}}"]);
+        assert!(
+            listed.trim().is_empty(),
+            "podman ps -a lists containers left behind:\n{listed}"
+        );
+        let ids = self.container_ids();
+        assert!(
+            !ids.is_empty(),
+            "the event log of {} names no container",
+            self.dir.path().display()
+        );
+        for id in &ids {
+            assert_gone(Path::new(DEFAULT_ROOT), id);
+        }
+        self.teardown();
+        let dir = self.dir.path();
+        let mut leaks: Vec<String> = mounts_under(dir).into_iter().map(|m| format!("mount {m}")).collect();
+        leaks.extend(
+            sockets_under(dir)
+                .into_iter()
+                .map(|s| format!("socket {}", s.display())),
+        );
+        leaks.extend(
+            processes_mentioning(&dir.to_string_lossy())
+                .into_iter()
+                .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
+        );
+        leaks.extend(remove_cgroup_tree(&self.cgroup_parent));
+        assert!(
+            leaks.is_empty(),
+            "podman in {} left behind:\n{}",
+            dir.display(),
+            leaks.join("\n")
+        );
+    }
+
+    /// Removes containers and images (which unmounts podman's storage).
+    fn teardown(&self) {
+        let _ = self.run(&["rm", "--all", "--force", "--time", "0"]);
+        let _ = self.run(&["rmi", "--all", "--force"]);
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        // A failed test: remove what can be removed so later tests start clean.
+        self.teardown();
+        for m in mounts_under(self.dir.path()).iter().rev() {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+        let _ = remove_cgroup_tree(&self.cgroup_parent);
+    }
+}

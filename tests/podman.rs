@@ -16,23 +16,17 @@ const RT: &str = "claude-shim";
 const LOOP: &str = "trap 'echo got-usr1' USR1; trap 'echo got-term; exit 0' TERM; \
                     echo started; echo ready > /tmp/ready; while :; do sleep 0.1; done";
 
-/// Runs `podman ... ` under a pseudo-terminal (util-linux script), as a user
-/// at a terminal would; returns what the terminal showed, without NULs and CRs.
-fn at_terminal(pm: &Podman, podman_args: &[&str]) -> (Option<i32>, String) {
-    let quoted: Vec<String> = podman_args
-        .iter()
-        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-        .collect();
-    let line = format!("podman {}", quoted.join(" "));
-    let mut c = Command::new("script");
-    c.args(["-qec", &line, "/dev/null"])
-        .env("SHELL", "/bin/sh")
-        .env("CONTAINERS_CONF", pm.dir.path().join("containers.conf"))
-        .env("CONTAINERS_STORAGE_CONF", pm.dir.path().join("storage.conf"))
-        .current_dir(pm.dir.path());
-    let out = output_of(c, pm.dir.path());
-    let seen = text(&out.stdout).replace(['\0', '\r'], "");
-    (out.status.code(), seen)
+/// `podman ARGS` at a terminal.
+fn at_pty(pm: &Podman, podman_args: &[&str]) -> (Option<i32>, String) {
+    let mut argv = vec!["podman"];
+    argv.extend_from_slice(podman_args);
+    let conf = pm.dir.path().join("containers.conf");
+    let storage = pm.dir.path().join("storage.conf");
+    at_terminal(
+        &argv,
+        &[("CONTAINERS_CONF", &conf), ("CONTAINERS_STORAGE_CONF", &storage)],
+        pm.dir.path(),
+    )
 }
 
 fn detached(pm: &Podman, name: &str, cmd: &[&str]) {
@@ -213,8 +207,17 @@ fn kill_signals_and_force_removal_in_every_state() {
     pm.ok(&["start", "c1"]);
     pm.wait_status("c1", "running");
     pm.ok(&["rm", "--force", "--time", "0", "c1"]);
+    // podman init has the runtime create it: claude-shim holds it "created".
     let out = pm.run_container("create", RT, &["--name", "c2", IMAGE, "true"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    pm.ok(&["init", "c2"]);
+    let id = pm.inspect("c2", "{{.Id}}");
+    let state = Command::new(shim_path())
+        .args(["--root", DEFAULT_ROOT, "state", &id])
+        .output()
+        .unwrap();
+    let state: serde_json::Value = serde_json::from_slice(&state.stdout).unwrap();
+    assert_eq!(state["status"], "created", "{state}");
     pm.ok(&["rm", "--force", "c2"]);
     let out = pm.run(&["inspect", "c2"]);
     assert!(!out.status.success(), "c2 is gone");
@@ -277,7 +280,7 @@ fn interactive_stdin_and_terminals() {
             .map(|s| s.to_string()),
     );
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, seen) = at_terminal(&pm, &refs);
+    let (code, seen) = at_pty(&pm, &refs);
     assert!(seen.contains("tty:/dev/pts/"), "run -it output: {seen:?}");
     assert_eq!(code, Some(4), "run -it returns the exit status");
 
@@ -294,7 +297,7 @@ fn interactive_stdin_and_terminals() {
     child.stdin.take().unwrap().write_all(b"there\n").unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(text(&out.stdout), "exec-got:there\n", "{}", text(&out.stderr));
-    let (code, seen) = at_terminal(&pm, &["exec", "-it", "e", "sh", "-c", "echo exec-tty:$(tty); exit 6"]);
+    let (code, seen) = at_pty(&pm, &["exec", "-it", "e", "sh", "-c", "echo exec-tty:$(tty); exit 6"]);
     assert!(seen.contains("exec-tty:/dev/pts/"), "exec -it output: {seen:?}");
     assert_eq!(code, Some(6));
     pm.ok(&["rm", "--force", "--time", "0", "e"]);

@@ -320,3 +320,232 @@ impl Drop for Podman {
         let _ = remove_cgroup_tree(&self.cgroup_parent);
     }
 }
+
+/// containerd tests run one at a time: every shim's socket, and ctr's FIFOs,
+/// go under /run/containerd whatever the daemon's state directory, and the
+/// leftover check looks there.
+static CONTAINERD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Entries of a directory, or none when it does not exist.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|e| e.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// A private containerd (hack/containerd) for one test: its own config, root,
+/// state and sockets, the test image imported, claude-shim state under a
+/// private --runc-root, and a private cgroup parent.
+pub struct Containerd {
+    pub dir: tempfile::TempDir,
+    pub cgroup_parent: String,
+    pub runc_root: PathBuf,
+    ids: std::sync::Mutex<Vec<String>>,
+    shim_sockets_before: Vec<PathBuf>,
+    finished: bool,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Default for Containerd {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Containerd {
+    pub fn new() -> Self {
+        crate::require_root();
+        let serial = CONTAINERD.lock().unwrap_or_else(|e| e.into_inner());
+        let shim_sockets_before = entries(Path::new("/run/containerd/s"));
+        let dir = tempfile::Builder::new().prefix("claude-shim-ctrd-").tempdir().unwrap();
+        hack("containerd", dir.path());
+        let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+        Self {
+            cgroup_parent: format!("/{name}"),
+            runc_root: dir.path().join("runc"),
+            dir,
+            ids: std::sync::Mutex::new(Vec::new()),
+            shim_sockets_before,
+            finished: false,
+            _serial: serial,
+        }
+    }
+
+    pub fn ctr(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ctr");
+        c.arg("--address")
+            .arg(self.dir.path().join("containerd.sock"))
+            .args(args)
+            .current_dir(self.dir.path());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        output_of(self.ctr(args), self.dir.path())
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "ctr {args:?} failed with {:?}\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    /// A fresh container id, remembered for the leftover check.
+    pub fn new_id(&self, name: &str) -> String {
+        let id = unique_id(name);
+        self.ids.lock().unwrap().push(id.clone());
+        id
+    }
+
+    /// The arguments of `ctr run [flags] --runc-binary B ... IMAGE ID CMD...`.
+    pub fn run_args(&self, binary: &str, flags: &[&str], id: &str, cmd: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = vec!["run".into()];
+        v.extend(flags.iter().map(|s| s.to_string()));
+        v.extend([
+            "--runc-binary".into(),
+            binary.into(),
+            "--runc-root".into(),
+            self.runc_root.to_string_lossy().into_owned(),
+            "--cgroup".into(),
+            format!("{}/{id}", self.cgroup_parent),
+            IMAGE.into(),
+            id.into(),
+        ]);
+        v.extend(cmd.iter().map(|s| s.to_string()));
+        v
+    }
+
+    /// `ctr run` of `cmd` in container `id` under `binary`; the whole output.
+    pub fn run_container(&self, binary: &str, flags: &[&str], id: &str, cmd: &[&str]) -> Output {
+        let args = self.run_args(binary, flags, id, cmd);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run(&refs)
+    }
+
+    /// The task's status as `ctr task ls` shows it (RUNNING, PAUSED, STOPPED...).
+    pub fn task_status(&self, id: &str) -> Option<String> {
+        let out = self.run(&["task", "ls"]);
+        text(&out.stdout)
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .and_then(|l| l.split_whitespace().nth(2).map(str::to_owned))
+    }
+
+    pub fn task_pid(&self, id: &str) -> i32 {
+        let out = self.ok(&["task", "ls"]);
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("task {id} is not listed:\n{out}"))
+    }
+
+    pub fn wait_task(&self, id: &str, status: &str) {
+        wait_until(Duration::from_secs(15), &format!("task {id} to be {status}"), || {
+            (self.task_status(id).as_deref() == Some(status)).then_some(())
+        });
+    }
+
+    /// Asserts containerd and claude-shim left nothing: no task or container in
+    /// ctr's lists, no runtime state, cgroup, mount or process of any container;
+    /// then stops containerd and asserts no shim, mount, socket (here or in
+    /// /run/containerd/s) or cgroup of it remains.
+    pub fn finish(mut self) {
+        self.finished = true;
+        let tasks = self.ok(&["task", "ls", "-q"]);
+        assert!(tasks.trim().is_empty(), "ctr task ls lists tasks left behind:\n{tasks}");
+        let containers = self.ok(&["container", "ls", "-q"]);
+        assert!(
+            containers.trim().is_empty(),
+            "ctr container ls lists containers left behind:\n{containers}"
+        );
+        let ids = self.ids.lock().unwrap().clone();
+        assert!(!ids.is_empty(), "the test ran no container");
+        let fifos: Vec<PathBuf> = entries(Path::new("/run/containerd/fifo"))
+            .into_iter()
+            .flat_map(|d| entries(&d))
+            .filter(|f| ids.iter().any(|id| f.to_string_lossy().contains(id.as_str())))
+            .collect();
+        assert!(fifos.is_empty(), "ctr left FIFOs behind: {fifos:?}");
+        for id in &ids {
+            assert_gone(&self.runc_root.join("default"), id);
+        }
+        self.stop();
+        let dir = self.dir.path();
+        let mut leaks: Vec<String> = mounts_under(dir).into_iter().map(|m| format!("mount {m}")).collect();
+        leaks.extend(
+            sockets_under(dir)
+                .into_iter()
+                .map(|s| format!("socket {}", s.display())),
+        );
+        leaks.extend(
+            entries(Path::new("/run/containerd/s"))
+                .into_iter()
+                .filter(|s| !self.shim_sockets_before.contains(s))
+                .map(|s| format!("shim socket {}", s.display())),
+        );
+        leaks.extend(
+            processes_mentioning(&dir.to_string_lossy())
+                .into_iter()
+                .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
+        );
+        leaks.extend(remove_cgroup_tree(&self.cgroup_parent));
+        assert!(
+            leaks.is_empty(),
+            "containerd in {} left behind:\n{}",
+            dir.display(),
+            leaks.join("\n")
+        );
+    }
+
+    fn stop(&self) {
+        let out = Command::new(workspace().join("hack/containerd"))
+            .arg("stop")
+            .arg(self.dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hack/containerd stop: {}", text(&out.stderr));
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        // A failed test: remove what can be removed so later tests start clean.
+        let _ = Command::new(workspace().join("hack/containerd"))
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+        for m in mounts_under(self.dir.path()).iter().rev() {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+        let _ = remove_cgroup_tree(&self.cgroup_parent);
+    }
+}
+
+/// Runs `argv` under a pseudo-terminal (util-linux script), as a user at a
+/// terminal would; returns the exit code and what the terminal showed, without
+/// NULs and CRs.
+pub fn at_terminal(argv: &[&str], envs: &[(&str, &Path)], dir: &Path) -> (Option<i32>, String) {
+    let quoted: Vec<String> = argv.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+    let mut c = Command::new("script");
+    c.args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .current_dir(dir);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = output_of(c, dir);
+    let seen = text(&out.stdout).replace(['\0', '\r'], "");
+    (out.status.code(), seen)
+}

@@ -94,7 +94,7 @@ pub struct Kill {
     /// Container id
     pub container_id: String,
     /// Signal name (KILL, SIGKILL) or number (9)
-    #[arg(default_value = "SIGTERM")]
+    #[arg(default_value = "SIGTERM", allow_hyphen_values = true)]
     pub signal: String,
 }
 

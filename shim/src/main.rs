@@ -77,8 +77,26 @@ fn systemd_running() -> bool {
     std::path::Path::new("/run/systemd/system").is_dir()
 }
 
+/// clap's usage errors as one line, with runc's exit status.
+fn parse_cli() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let rendered = e.to_string();
+            let first = rendered
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ");
+            eprintln!("claude-shim: failed to parse the command line: {first}");
+            std::process::exit(1);
+        }
+    }
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     if cli.version {
         println!("claude-shim version {}", env!("CARGO_PKG_VERSION"));
         println!("spec: {}", libcontainer::oci_spec::runtime::VERSION);

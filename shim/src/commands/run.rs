@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
-use crate::runtime::foreground::{self, ConsoleSocket, OnSignal};
+use crate::runtime::foreground::{self, ConsoleSocket};
 use crate::runtime::{CreateRequest, Runtime};
 
 pub fn generated_id(prefix: &str) -> String {
@@ -47,7 +47,7 @@ pub fn run(rt: &Runtime, args: &crate::cli::Run) -> Result<i32> {
         detach: args.detach,
         keep: args.keep,
     };
-    run_bundle(rt, &opts, &crate::admin::apply, &mut |s| OnSignal::Forward(s))
+    run_bundle(rt, &opts, &crate::admin::apply, &mut Some, None)
 }
 
 pub struct RunOptions<'a> {
@@ -66,7 +66,8 @@ pub fn run_bundle(
     rt: &Runtime,
     o: &RunOptions<'_>,
     adapt: &dyn Fn(&mut libcontainer::oci_spec::runtime::Spec, &crate::runtime::Meta) -> Result<()>,
-    on_signal: &mut dyn FnMut(Signal) -> OnSignal,
+    on_signal: &mut dyn FnMut(Signal) -> Option<Signal>,
+    grace: Option<std::time::Duration>,
 ) -> Result<i32> {
     let own_console = !o.detach && o.console_socket.is_none() && wants_terminal(o.bundle);
     let console = if own_console {
@@ -108,7 +109,12 @@ pub fn run_bundle(
         return Err(e);
     }
     let Some(signals) = signals else { return Ok(0) };
-    let code = foreground::wait(pid, &signals, master, on_signal);
+    let fwd = foreground::Forwarding {
+        map: on_signal,
+        grace,
+        pending: foreground::deferred_signal(),
+    };
+    let code = foreground::wait(pid, &signals, master, fwd);
     if !o.keep {
         if let Err(e) = rt.delete(o.id, true) {
             tracing::warn!("{e:#}");

@@ -7,7 +7,7 @@ use libcontainer::oci_spec::runtime::Spec;
 
 use crate::runtime::Meta;
 
-pub fn apply(_spec: &mut Spec, _meta: &Meta) -> Result<()> {
+pub fn apply(_spec: &mut Spec, _meta: &mut Meta) -> Result<()> {
     tracing::debug!("no admin policy: running as a plain OCI runtime");
     Ok(())
 }

@@ -561,7 +561,7 @@ fn tighten_resources(spec: &mut Spec, layers: &[Policy]) {
             resources.set_pids(Some(LinuxPidsBuilder::default().limit(limit).build().expect("pids")));
         }
         if let Some(mem) = r.memory {
-            let mut memory = resources.memory().clone().unwrap_or_default();
+            let mut memory = (*resources.memory()).unwrap_or_default();
             let current = memory.limit().filter(|l| *l > 0);
             let limit = current.map_or(mem.0 as i64, |c| c.min(mem.0 as i64));
             memory.set_limit(Some(limit));

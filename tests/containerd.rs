@@ -333,3 +333,84 @@ fn ordinary_workloads_match_runc() {
     assert_eq!(seen[0], seen[1], "runc (left) and claude-shim (right) differ");
     cd.finish();
 }
+
+#[test]
+fn admin_policy_tightens_and_refuses_under_containerd() {
+    let cd = Containerd::with_admin_policy("version = 1\n");
+    let id = cd.new_id("adm");
+    let out = cd.run_container(
+        RT,
+        &["--rm"],
+        &id,
+        &[
+            "sh",
+            "-c",
+            "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; unshare -Ur id",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "unshare fails: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "CapEff:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n",
+        "ctr asks for no seccomp profile; the admin policy's applies"
+    );
+    assert!(
+        text(&out.stdout).contains("Operation not permitted") || text(&out.stderr).contains("Operation not permitted"),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+
+    // Ordinary workloads: a detached task, exec, kill, delete.
+    let id = cd.new_id("adm-d");
+    assert!(cd
+        .run_container(RT, &["--detach"], &id, &["sh", "-c", LOOP])
+        .status
+        .success());
+    wait_ready(&cd, &id);
+    let out = cd.run(&[
+        "task",
+        "exec",
+        "--exec-id",
+        "x",
+        &id,
+        "sh",
+        "-c",
+        "cat /tmp/ready; unshare -Ur id",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).starts_with("ready\n"), "{}", text(&out.stdout));
+    cd.ok(&["task", "kill", &id]);
+    cd.wait_task(&id, "STOPPED");
+    cd.ok(&["task", "delete", &id]);
+    delete_container(&cd, &id);
+
+    // Refusals reach ctr's message (runc-shaped JSON log lines).
+    let policy = cd.dir.path().join("admin-policy.toml");
+    for (flags, reason) in [
+        (vec!["--net-host"], "the host's net namespace is forbidden"),
+        (
+            vec!["--privileged"],
+            "is forbidden: the admin policy allows no added devices",
+        ),
+        (
+            vec!["--mount", "type=bind,src=/run,dst=/r,options=rbind"],
+            "bind mount of /run at /r is forbidden: it is or holds /run/claude-shim, container engine state",
+        ),
+    ] {
+        let id = cd.new_id("adm-refused");
+        let mut f = vec!["--rm"];
+        f.extend(flags.iter().copied());
+        let out = cd.run_container(RT, &f, &id, &["true"]);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} is refused");
+        assert!(
+            err.contains("OCI runtime create failed: failed to create container ")
+                && err.contains(&format!("apply admin policy {}: ", policy.display()))
+                && err.contains(reason),
+            "{flags:?}: {err}"
+        );
+        let _ = cd.run(&["container", "delete", &id]);
+    }
+    cd.finish();
+}

@@ -367,3 +367,83 @@ fn annotations_reach_the_runtime() {
     pm.ok(&["rm", "--force", "--time", "0", "a"]);
     pm.finish();
 }
+
+#[test]
+fn admin_policy_tightens_and_refuses_under_podman() {
+    let pm = Podman::with_admin_policy("version = 1\n");
+    // Done when: unshare -Ur fails from inside with EPERM, whatever podman asked.
+    let out = pm.run_container(
+        "run",
+        RT,
+        &[
+            "--rm",
+            "--cap-add",
+            "SYS_ADMIN",
+            IMAGE,
+            "sh",
+            "-c",
+            "grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; unshare -Ur id",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "unshare fails: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n");
+    assert!(
+        text(&out.stderr).contains("unshare(0x10000000): Operation not permitted"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Ordinary workloads: shell, logs, exec (held to the same rules), stop.
+    detached(&pm, "w", &["sh", "-c", LOOP]);
+    wait_ready(&pm, "w");
+    assert!(pm.ok(&["logs", "w"]).contains("started"));
+    assert_eq!(pm.ok(&["exec", "w", "cat", "/tmp/ready"]), "ready\n");
+    let out = pm.run(&[
+        "exec",
+        "--privileged",
+        "w",
+        "sh",
+        "-c",
+        "grep CapEff /proc/self/status; unshare -Ur id",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        "CapEff:\t0000000000000000\n",
+        "exec --privileged gets nothing"
+    );
+    pm.ok(&["stop", "w"]);
+    assert_eq!(pm.inspect("w", "{{.State.ExitCode}}"), "0");
+    assert!(pm.ok(&["logs", "w"]).contains("got-term"));
+    pm.ok(&["rm", "w"]);
+
+    // What it cannot tighten, it refuses; podman shows the runtime's message.
+    let policy = pm.dir.path().join("admin-policy.toml");
+    for (flags, reason) in [
+        (
+            vec!["--network=host"],
+            "the host's net namespace is forbidden (config.json asks for no net namespace of its own)",
+        ),
+        (vec!["--pid=host"], "the host's pid namespace is forbidden"),
+        (vec!["--privileged"], "is forbidden: the admin policy allows no added devices"),
+        (vec!["-v", "/:/host"], "bind mount of / at /host is forbidden: it is the host's root"),
+        (
+            vec!["--annotation", "run.claude-shim.network=public"],
+            "annotation run.claude-shim.network=\"public\" asks for network mode \"public\", more than the admin policy's \"none\"",
+        ),
+    ] {
+        let mut rest = vec!["--rm"];
+        rest.extend(flags.iter().copied());
+        rest.extend([IMAGE, "true"]);
+        let out = pm.run_container("run", RT, &rest);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(126), "{flags:?}: {err}");
+        assert!(
+            err.contains("Error: OCI runtime error: claude-shim: failed to create container ")
+                && err.contains(&format!("apply admin policy {}: ", policy.display()))
+                && err.contains(reason),
+            "{flags:?}: {err}"
+        );
+    }
+    pm.finish();
+}

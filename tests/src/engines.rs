@@ -16,14 +16,29 @@ pub const DEFAULT_ROOT: &str = "/run/claude-shim";
 /// The image hack/podman and hack/containerd build from the test rootfs.
 pub const IMAGE: &str = "localhost/claude-shim-test:latest";
 
-fn hack(script: &str, dir: &Path) {
-    let out = Command::new(workspace().join("hack").join(script))
-        .arg(dir)
+/// The environment variable through which the tests choose an admin policy.
+pub const ADMIN_POLICY_ENV: &str = "CLAUDE_SHIM_ADMIN_POLICY";
+
+/// Writes an admin policy into `dir` (root's, 0700), readable, root's alone.
+pub fn write_admin_policy(dir: &Path, toml: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("admin-policy.toml");
+    fs::write(&path, toml).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    path
+}
+
+fn hack(script: &str, dir: &Path, admin_policy: Option<&Path>) {
+    let mut c = Command::new(workspace().join("hack").join(script));
+    c.arg(dir)
         .env("CLAUDE_SHIM", shim_path())
         .env("CLAUDE_SHIM_ROOTFS", rootfs())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .env_remove(ADMIN_POLICY_ENV)
+        .stdin(Stdio::null());
+    if let Some(p) = admin_policy {
+        c.env(ADMIN_POLICY_ENV, p);
+    }
+    let out = c.output().unwrap();
     assert!(
         out.status.success(),
         "hack/{script} {} failed: {}{}",
@@ -166,12 +181,22 @@ impl Default for Podman {
 
 impl Podman {
     pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// A podman whose runtime applies the admin policy `toml`.
+    pub fn with_admin_policy(toml: &str) -> Self {
+        Self::build(Some(toml))
+    }
+
+    fn build(admin: Option<&str>) -> Self {
         crate::require_root();
         let dir = tempfile::Builder::new()
             .prefix("claude-shim-podman-")
             .tempdir()
             .unwrap();
-        hack("podman", dir.path());
+        let policy = admin.map(|t| write_admin_policy(dir.path(), t));
+        hack("podman", dir.path(), policy.as_deref());
         let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
         Self {
             cgroup_parent: format!("/{name}"),
@@ -200,10 +225,17 @@ impl Podman {
         ]
     }
 
-    /// `podman VERB <container flags> REST...` (VERB is run or create).
+    /// `podman VERB <container flags> REST...` (VERB is run or create); a
+    /// --network in REST replaces the default one.
     pub fn container_command(&self, verb: &str, runtime: &str, rest: &[&str]) -> Command {
         let mut c = self.command(&[verb]);
-        c.args(self.container_flags(runtime)).args(rest);
+        let own_network = rest.iter().any(|a| a.starts_with("--network"));
+        c.args(
+            self.container_flags(runtime)
+                .into_iter()
+                .filter(|f| !(own_network && f.starts_with("--network"))),
+        )
+        .args(rest);
         c
     }
 
@@ -356,11 +388,21 @@ impl Default for Containerd {
 
 impl Containerd {
     pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// A containerd whose runtime applies the admin policy `toml`.
+    pub fn with_admin_policy(toml: &str) -> Self {
+        Self::build(Some(toml))
+    }
+
+    fn build(admin: Option<&str>) -> Self {
         crate::require_root();
         let serial = CONTAINERD.lock().unwrap_or_else(|e| e.into_inner());
         let shim_sockets_before = entries(Path::new("/run/containerd/s"));
         let dir = tempfile::Builder::new().prefix("claude-shim-ctrd-").tempdir().unwrap();
-        hack("containerd", dir.path());
+        let policy = admin.map(|t| write_admin_policy(dir.path(), t));
+        hack("containerd", dir.path(), policy.as_deref());
         let name = dir.path().file_name().unwrap().to_string_lossy().into_owned();
         Self {
             cgroup_parent: format!("/{name}"),

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use claude_shim_bundle::annotations;
-use claude_shim_bundle::policy::values::{CidrRule, HostPattern, NetworkMode, ProfileRef};
+use claude_shim_bundle::policy::values::{CidrRule, HostPattern, NetworkMode, ProfileRef, UserNamespace};
 use claude_shim_bundle::{seccomp, Policy};
 use libcontainer::oci_spec::runtime::{
     Capabilities, LinuxCapabilities, LinuxCpuBuilder, LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType,
@@ -159,7 +159,8 @@ pub fn apply(spec: &mut Spec, meta: &mut Meta) -> Result<()> {
     }
     let stacked = tighten(spec, &layers, &RealHost, &meta.bundle).with_context(context)?;
     tracing::debug!(
-        "admin policy {} applied ({} layer(s), {} stacked seccomp filter(s))",
+        "admin policy {} applied ({} layer(s), {} stacked seccomp filter(s); its filesystem root, workdir, \
+         writable, readonly and protected paths and its environment shape only bundles it compiles)",
         admin.path.display(),
         layers.len(),
         stacked.len()
@@ -273,6 +274,23 @@ impl Host for RealHost {
 /// profile an annotation selected), or refuses it. Returns the seccomp
 /// profiles to stack on the spec's own, adapted for libcontainer.
 pub fn tighten(spec: &mut Spec, layers: &[Policy], host: &dyn Host, bundle: &Path) -> Result<Vec<LinuxSeccomp>> {
+    // The spec's author decides the user namespace and its id maps; a layer
+    // that demands one the spec lacks cannot add it, so nothing runs rather
+    // than something less isolated than asked.
+    let has_userns = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
+    if let Some(p) = layers
+        .iter()
+        .find(|p| p.identity.user_namespace == UserNamespace::Always && !has_userns)
+    {
+        bail!(
+            "policy {}: identity.user_namespace = \"always\" needs a user namespace, and config.json asks for none",
+            p.origin
+        );
+    }
     let network = resolve_network(spec, layers)?;
     check_namespaces(spec, host, network)?;
     check_mounts(spec, layers, host, bundle)?;

@@ -507,3 +507,22 @@ fn the_policy_file_must_be_roots_alone() {
         assert!(e.contains("not root"), "{e}");
     }
 }
+
+#[test]
+fn a_user_namespace_the_engine_did_not_ask_for_is_refused() {
+    let mut spec = engine_spec();
+    let e = err(
+        &mut spec,
+        &[admin("version = 1\n[identity]\nuser_namespace = \"always\"\n")],
+    );
+    assert!(
+        e.ends_with("identity.user_namespace = \"always\" needs a user namespace, and config.json asks for none"),
+        "{e}"
+    );
+    set_namespace(&mut spec, LinuxNamespaceType::User, None);
+    run(
+        &mut spec,
+        &[admin("version = 1\n[identity]\nuser_namespace = \"always\"\n")],
+    )
+    .unwrap();
+}

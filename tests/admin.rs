@@ -194,7 +194,7 @@ fn binds_of_the_host_and_added_devices_are_refused() {
         (
             "run",
             json!({"destination": "/r", "type": "bind", "source": "/run", "options": ["rbind"]}),
-            "bind mount of /run at /r is forbidden: it is or holds /run/claude-shim, container engine state",
+            "bind mount of /run at /r is forbidden: it is or holds /run/claude-shim, container runtime state",
         ),
         (
             "dev",

@@ -395,7 +395,7 @@ fn admin_policy_tightens_and_refuses_under_containerd() {
         ),
         (
             vec!["--mount", "type=bind,src=/run,dst=/r,options=rbind"],
-            "bind mount of /run at /r is forbidden: it is or holds /run/claude-shim, container engine state",
+            "bind mount of /run at /r is forbidden: it is or holds /run/claude-shim, container runtime state",
         ),
     ] {
         let id = cd.new_id("adm-refused");

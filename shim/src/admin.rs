@@ -46,22 +46,33 @@ pub const PATH_ENV: &str = "CLAUDE_SHIM_ADMIN_POLICY";
 /// only add restrictions.
 pub const PROFILE_ANNOTATION: &str = "run.claude-shim.profile";
 
-/// Host paths that hold container engines' sockets and state, or claude-shim's.
-/// A bind of one of them, or of a directory holding one, hands the container
-/// control of its own runtime (CVE-2019-5736-style escapes and plain API
-/// access alike).
+/// Where container engines keep their sockets and state. A bind of one of
+/// them, or of a directory holding one (`/run`, `/var/lib`), hands the
+/// container its engine's API and every other container's data. Binds of
+/// files below them stay allowed: that is where engines keep a container's
+/// own hosts, resolv.conf and shm (sockets there are refused as sockets).
 const ENGINE_PATHS: &[&str] = &[
-    "/run/claude-shim",
     "/run/containerd",
     "/var/lib/containerd",
     "/run/podman",
+    "/run/containers",
     "/var/lib/containers",
     "/run/docker.sock",
     "/var/run/docker.sock",
     "/var/lib/docker",
     "/run/crio",
     "/run/k3s",
-    "/run/user",
+];
+
+/// Where no part may be bound: runtimes' container state (claude-shim's own,
+/// and the runc v2 shim's root, where containerd runs claude-shim), which a
+/// container could rewrite, and users' runtime directories (agent, D-Bus and
+/// rootless engine sockets).
+const PRIVATE: &[(&str, &str)] = &[
+    ("/run/claude-shim", "container runtime state"),
+    ("/run/containerd/runc", "container runtime state"),
+    ("/run/runc", "container runtime state"),
+    ("/run/user", "users' runtime directories"),
 ];
 
 /// The devices every container gets (OCI runtime-spec, "Default Devices").
@@ -379,9 +390,15 @@ fn check_mounts(spec: &Spec, layers: &[Policy], host: &dyn Host, bundle: &Path) 
             hidden.push(host.resolve(&h).unwrap_or(h));
         }
     }
-    let engine: Vec<PathBuf> = ENGINE_PATHS
+    let resolved = |list: &[&str]| -> Vec<PathBuf> {
+        list.iter()
+            .map(|p| host.resolve(Path::new(p)).unwrap_or_else(|| PathBuf::from(p)))
+            .collect()
+    };
+    let engine = resolved(ENGINE_PATHS);
+    let private: Vec<(PathBuf, &str)> = PRIVATE
         .iter()
-        .map(|p| host.resolve(Path::new(p)).unwrap_or_else(|| PathBuf::from(p)))
+        .map(|(p, what)| (host.resolve(Path::new(p)).unwrap_or_else(|| PathBuf::from(p)), *what))
         .collect();
     for m in spec.mounts().iter().flatten().filter(|m| is_bind(m)) {
         let Some(source) = m.source() else { continue };
@@ -419,7 +436,13 @@ fn check_mounts(spec: &Spec, layers: &[Policy], host: &dyn Host, bundle: &Path) 
             }
             _ => {}
         }
-        if let Some(e) = engine.iter().find(|e| e.starts_with(&real) || real.starts_with(e)) {
+        if let Some((p, what)) = private
+            .iter()
+            .find(|(p, _)| p.starts_with(&real) || real.starts_with(p))
+        {
+            refuse(format!("it is or holds {}, {what}", p.display()))?;
+        }
+        if let Some(e) = engine.iter().find(|e| e.starts_with(&real)) {
             refuse(format!("it is or holds {}, container engine state", e.display()))?;
         }
         if let Some(h) = hidden.iter().find(|h| h.starts_with(&real) || real.starts_with(h)) {

@@ -238,8 +238,14 @@ fn dangerous_binds_are_refused() {
         ("/", "it is the host's root"),
         ("/var/run/podman/podman.sock", "it is a unix socket"),
         ("/srv/agent.sock", "it is a unix socket"),
-        ("/run", "it is or holds /run/claude-shim, container engine state"),
+        ("/run", "it is or holds /run/claude-shim, container runtime state"),
+        (
+            "/run/containerd/runc/default/other",
+            "it is or holds /run/containerd/runc, container runtime state",
+        ),
         ("/var/lib/containerd", "container engine state"),
+        ("/var/lib", "it is or holds /var/lib/containerd, container engine state"),
+        ("/run/user/1000", "it is or holds /run/user, users' runtime directories"),
         ("/proc/1/root", "a kernel filesystem of the host"),
         ("/dev/sda", "it is a device of the host"),
         ("/dev", "it is a device of the host"),
@@ -255,9 +261,31 @@ fn dangerous_binds_are_refused() {
         );
         assert!(e.contains(why), "{source}: {e}");
     }
+    // A volume, a file masked by /dev/null, and what podman and the CRI bind
+    // from their own state into every container.
     let mut spec = engine_spec();
     add_mount(&mut spec, "/srv/project", "/work");
     add_mount(&mut spec, "/dev/null", "/work/.env");
+    add_mount(
+        &mut spec,
+        "/var/lib/containers/storage/overlay-containers/c1/userdata/hosts",
+        "/etc/hosts",
+    );
+    add_mount(
+        &mut spec,
+        "/run/containers/storage/overlay-containers/c1/userdata/.containerenv",
+        "/run/.containerenv",
+    );
+    add_mount(
+        &mut spec,
+        "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/s1/shm",
+        "/dev/shm",
+    );
+    add_mount(
+        &mut spec,
+        "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/s1/resolv.conf",
+        "/etc/resolv.conf",
+    );
     run(&mut spec, &[admin(STRICT)]).unwrap();
 }
 

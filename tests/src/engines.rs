@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use crate::output_of;
 use crate::{assert_gone, rootfs, shim_path, unique_id, workspace};
 
 /// Where claude-shim keeps state when an engine does not pass --root (podman).
@@ -48,29 +49,42 @@ fn hack(script: &str, dir: &Path, admin_policy: Option<&Path>) {
     );
 }
 
-/// Runs a command to completion with stdin closed and its output in files (a
-/// detached container keeps a pipe's write end open for as long as it runs).
-pub fn output_of(mut cmd: Command, scratch: &Path) -> Output {
-    let out_path = scratch.join(format!("{}.out", unique_id("o")));
-    let err_path = out_path.with_extension("err");
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&out_path).unwrap())
-        .stderr(fs::File::create(&err_path).unwrap())
-        .status()
-        .unwrap();
-    let output = Output {
-        status,
-        stdout: fs::read(&out_path).unwrap(),
-        stderr: fs::read(&err_path).unwrap(),
-    };
-    let _ = fs::remove_file(&out_path);
-    let _ = fs::remove_file(&err_path);
-    output
-}
-
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts `out` succeeded; returns its stdout.
+fn expect_ok(tool: &str, args: &[&str], out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} failed with {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// What an ordinary workload sees, which must not depend on the runtime:
+/// identity, limits, confinement, devices, mounts, links, whether its cgroup
+/// limits can be raised, and loopback.
+pub const WORKLOAD: &str = "id; hostname; pwd; echo $PATH; ulimit -n; \
+    grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status; \
+    ls /dev; cut -d' ' -f2,3 /proc/self/mounts | sort -u; \
+    ip -o link | cut -d' ' -f2,3; \
+    echo 50 > /sys/fs/cgroup/pids/pids.max 2>/dev/null && echo cgroup-writable || echo cgroup-read-only; \
+    (nc -l -p 5555 > /tmp/got &) ; sleep 0.3; echo over-loopback | nc 127.0.0.1 5555; sleep 0.2; cat /tmp/got";
+
+/// WORKLOAD's output under runc (`baseline`) and claude-shim (`ours`): lo up
+/// and working, cgroups read-only, and the rest the same.
+pub fn assert_workload_matches(baseline: &str, ours: &str) {
+    assert!(ours.contains("lo: <LOOPBACK,UP,LOWER_UP>"), "lo is up:\n{ours}");
+    assert!(ours.contains("over-loopback"), "127.0.0.1 works:\n{ours}");
+    assert!(
+        ours.contains("cgroup-read-only"),
+        "cgroup limits cannot be raised:\n{ours}"
+    );
+    assert_eq!(baseline, ours, "runc (left) and claude-shim (right) differ");
 }
 
 /// Mount points at or under `dir`.
@@ -244,15 +258,7 @@ impl Podman {
     }
 
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "podman {args:?} failed with {:?}\nstdout: {}\nstderr: {}",
-            out.status.code(),
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        text(&out.stdout)
+        expect_ok("podman", args, self.run(args))
     }
 
     /// `podman run` (or create) under `runtime`; the whole output.
@@ -429,15 +435,7 @@ impl Containerd {
     }
 
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "ctr {args:?} failed with {:?}\nstdout: {}\nstderr: {}",
-            out.status.code(),
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        text(&out.stdout)
+        expect_ok("ctr", args, self.run(args))
     }
 
     /// A fresh container id, remembered for the leftover check.

@@ -53,9 +53,11 @@ pub(crate) fn process(ctx: &Ctx<'_>, env: Env) -> Result<Process, CompileError> 
         .ambient(caps)
         .build()
         .expect("capability sets are complete");
+    // In a user namespace the caller is mapped to root (see linux.rs).
+    let (uid, gid) = if ctx.userns { (0, 0) } else { (ctx.inv.uid, ctx.inv.gid) };
     let user = UserBuilder::default()
-        .uid(ctx.inv.uid)
-        .gid(ctx.inv.gid)
+        .uid(uid)
+        .gid(gid)
         .build()
         .expect("a user with ids is complete");
     let mut rlimits = Vec::new();

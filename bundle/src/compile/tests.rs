@@ -586,9 +586,9 @@ fn namespaces_and_user_namespace_choice() {
         .all(|n| n.path().is_none()));
     let l = c.spec.linux().as_ref().unwrap();
     let uid = &l.uid_mappings().as_ref().unwrap()[0];
-    assert_eq!((uid.container_id(), uid.host_id(), uid.size()), (1000, 1000, 1));
+    assert_eq!((uid.container_id(), uid.host_id(), uid.size()), (0, 1000, 1));
     let gid = &l.gid_mappings().as_ref().unwrap()[0];
-    assert_eq!((gid.container_id(), gid.host_id(), gid.size()), (1000, 1000, 1));
+    assert_eq!((gid.container_id(), gid.host_id(), gid.size()), (0, 1000, 1));
     assert_eq!(c.spec.hostname().as_deref(), Some("sandbox"));
 
     let root = Invocation {
@@ -627,7 +627,11 @@ fn namespaces_and_user_namespace_choice() {
 fn process_identity_capabilities_and_no_new_privileges() {
     let c = agent();
     let p = c.spec.process().as_ref().unwrap();
-    assert_eq!((p.user().uid(), p.user().gid()), (1000, 1000));
+    assert_eq!(
+        (p.user().uid(), p.user().gid()),
+        (0, 0),
+        "the caller is root in its user namespace"
+    );
     assert_eq!(
         p.args().as_deref(),
         Some(&["claude".to_owned(), "--help".to_owned()][..])

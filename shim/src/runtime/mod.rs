@@ -8,6 +8,7 @@
 //!                              reads, meta.json (the engine's bundle, helper
 //!                              pids), and a lock held while `create` runs.
 
+pub mod cgroup_v1_unprivileged;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
@@ -368,6 +369,20 @@ impl Runtime {
         adapt(&mut spec, meta).with_context(|| format!("create container {id}"))?;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
+        // Unprivileged on cgroup v1, libcontainer cannot apply any limit
+        // (see cgroup_v1_unprivileged); the runtime does, before the start.
+        let mut own_limits = None;
+        if !is_root() && cgroup_v1_unprivileged::is_v1() {
+            if let Some(linux) = spec.linux_mut() {
+                if let Some(resources) = linux.resources().clone() {
+                    let plan =
+                        cgroup_v1_unprivileged::plan(&resources).with_context(|| format!("create container {id}"))?;
+                    let path = linux.cgroups_path().clone().unwrap_or_default();
+                    linux.set_resources(None);
+                    own_limits = Some((path, plan));
+                }
+            }
+        }
         let effective = meta_dir.join("config.json");
         spec.save(&effective)
             .map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
@@ -402,6 +417,9 @@ impl Runtime {
             .with_no_pivot(req.no_pivot)
             .build()
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
+        if let Some((path, plan)) = own_limits {
+            cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
+        }
         if has_new_namespace(&spec, LinuxNamespaceType::Network) {
             let pid = container
                 .pid()

@@ -456,9 +456,8 @@ fn verdict_differences(a: &Run, b: &Run) -> Vec<String> {
 
 /// The spec's own cgroup mount, "ro": runc mounts every v1 hierarchy
 /// read-only; libcontainer 0.7 leaves them read-write, where a root process
-/// creates cgroups (and could write its own limits). Measured, not wished:
-/// when the runtime gains a guard for it, the claude-shim half of this test
-/// fails and must become a PASS assertion.
+/// creates cgroups (and could write its own limits), and claude-shim's guard
+/// (guards::read_only_cgroup_v1) remounts them read-only. Both refuse with EROFS.
 #[test]
 fn cgroup_hierarchies_mounted_ro() {
     let host = Host::new();
@@ -487,22 +486,18 @@ fn cgroup_hierarchies_mounted_ro() {
     let runc = under_runc(&host, &bundle);
     runc.assert_all_pass("runc");
     let shim = under_shim(&host, &bundle);
-    let differ = verdict_differences(&shim, &runc);
-    eprintln!("claude-shim / runc:\n{}", differ.join("\n"));
+    shim.assert_all_pass("claude-shim");
     for c in controllers {
         let check = format!("read-only /sys/fs/cgroup/{c}");
         assert_eq!(runc.get(&check)["observed"], "refused: EROFS");
         assert_eq!(
             shim.get(&check)["observed"],
-            "writable: a file is refused (EACCES) but a directory was created (removed)",
+            "refused: EROFS",
             "{check} under claude-shim"
         );
     }
-    assert_eq!(
-        differ.len(),
-        controllers.len(),
-        "only the hierarchies differ: {differ:?}"
-    );
+    let differ = verdict_differences(&shim, &runc);
+    assert!(differ.is_empty(), "claude-shim / runc differ: {differ:?}");
 }
 
 #[test]

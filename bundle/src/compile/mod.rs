@@ -11,6 +11,12 @@ mod mounts;
 mod network;
 mod process;
 
+/// The kernel paths every sandbox masks and keeps read-only, and the CPU
+/// period of its quota: the runtime's admin policy applies them to specs an
+/// engine wrote.
+pub use linux::CPU_PERIOD;
+pub use mounts::{MASKED_PATHS, READONLY_PATHS};
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -68,7 +68,7 @@ pub struct RunOptions<'a> {
 pub fn run_bundle(
     rt: &Runtime,
     o: RunOptions<'_>,
-    adapt: &dyn Fn(&mut libcontainer::oci_spec::runtime::Spec, &crate::runtime::Meta) -> Result<()>,
+    adapt: crate::runtime::Adapt<'_>,
     on_signal: &mut dyn FnMut(Signal) -> Option<Signal>,
     grace: Option<std::time::Duration>,
 ) -> Result<i32> {

@@ -12,6 +12,7 @@ pub mod cgroup_v1_unprivileged;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
+pub mod loopback;
 pub mod seal;
 
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt};
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::{Container, ContainerStatus};
-use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, Spec};
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, LinuxSeccomp, Spec};
 use libcontainer::syscall::syscall::SyscallType;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::Signal as NixSignal;
@@ -46,7 +47,19 @@ pub struct Meta {
     /// Processes claude-shim started beside the container (pasta, proxy), by name.
     #[serde(default)]
     pub helpers: HashMap<String, i32>,
+    /// The admin policy applied at create (shim/src/admin.rs), if any; exec'd
+    /// processes are held to it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_policy: Option<PathBuf>,
+    /// Seccomp filters every process of the container loads on top of the
+    /// spec's own (the admin policy's), already adapted for libcontainer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacked_seccomp: Vec<LinuxSeccomp>,
 }
+
+/// What may adapt a spec at create, after the guards and before libcontainer
+/// sees it (the admin policy; `sandbox` compiles its own).
+pub type Adapt<'a> = &'a dyn Fn(&mut Spec, &mut Meta) -> Result<()>;
 
 pub struct Runtime {
     pub root: PathBuf,
@@ -271,7 +284,7 @@ impl Runtime {
 
     /// Reads and adapts the bundle's config.json, writes the effective copy,
     /// and has libcontainer create the container (its init waits for `start`).
-    pub fn create(&self, req: CreateRequest<'_>, adapt: &dyn Fn(&mut Spec, &Meta) -> Result<()>) -> Result<Container> {
+    pub fn create(&self, req: CreateRequest<'_>, adapt: Adapt<'_>) -> Result<Container> {
         validate_id(req.id)?;
         let id = req.id;
         let bundle = fs::canonicalize(req.bundle).with_context(|| format!("open bundle {}", req.bundle.display()))?;
@@ -331,12 +344,12 @@ impl Runtime {
         }
 
         let _lock = self.claim(id)?;
-        let meta = Meta {
+        let mut meta = Meta {
             bundle: bundle.clone(),
             rootfs,
-            helpers: HashMap::new(),
+            ..Meta::default()
         };
-        let result = self.create_claimed(req, spec, &meta, adapt);
+        let result = self.create_claimed(req, spec, &mut meta, adapt);
         if result.is_err() {
             if let Err(e) = self.remove_leftovers(id) {
                 tracing::warn!("clean up after the failed create of {id}: {e}");
@@ -349,11 +362,11 @@ impl Runtime {
         &self,
         req: CreateRequest<'_>,
         mut spec: Spec,
-        meta: &Meta,
-        adapt: &dyn Fn(&mut Spec, &Meta) -> Result<()>,
+        meta: &mut Meta,
+        adapt: Adapt<'_>,
     ) -> Result<Container> {
         let id = req.id;
-        adapt(&mut spec, meta)?;
+        adapt(&mut spec, meta).with_context(|| format!("create container {id}"))?;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
         // Unprivileged on cgroup v1, libcontainer cannot apply any limit
@@ -378,7 +391,8 @@ impl Runtime {
         let nnp = spec.process().as_ref().and_then(|p| p.no_new_privileges()) == Some(true);
         let executor = ShimExecutor {
             tenant_seccomp: None,
-            expect_seccomp: seccomp.is_some(),
+            stacked_seccomp: meta.stacked_seccomp.clone(),
+            expect_seccomp: seccomp.is_some() || !meta.stacked_seccomp.is_empty(),
             expect_no_new_privs: nnp,
         };
         let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
@@ -405,6 +419,20 @@ impl Runtime {
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
         if let Some((path, plan)) = own_limits {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
+        }
+        if has_new_namespace(&spec, LinuxNamespaceType::Network) {
+            let pid = container
+                .pid()
+                .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?;
+            if is_root() {
+                loopback::bring_up(pid).with_context(|| format!("create container {id}"))?;
+            } else {
+                // The init is not dumpable before its execve, so an unprivileged
+                // runtime may not open its /proc/<pid>/ns files (ptrace access).
+                tracing::debug!(
+                    "lo of container {id} stays down: an unprivileged runtime cannot enter it before start"
+                );
+            }
         }
         Ok(container)
     }
@@ -660,9 +688,11 @@ impl Runtime {
             join_user_namespace(pid.as_raw()).with_context(|| format!("exec in container {id}"))?;
         }
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
+        let stacked = self.read_meta(id).unwrap_or_default().stacked_seccomp;
         let executor = ShimExecutor {
-            expect_seccomp: seccomp.is_some(),
+            expect_seccomp: seccomp.is_some() || !stacked.is_empty(),
             tenant_seccomp: seccomp,
+            stacked_seccomp: stacked,
             expect_no_new_privs: false,
         };
         let mut builder = ContainerBuilder::new(id.to_owned(), SyscallType::default())

@@ -70,7 +70,7 @@ pub struct StatusExpect {
 
 impl StatusExpect {
     /// The sandbox's: no_new_privs, a filter, no capability in any set.
-#[cfg(test)]
+    #[cfg(test)]
     pub const LOCKED: StatusExpect = StatusExpect {
         no_new_privs: 1,
         seccomp: 2,

@@ -45,6 +45,10 @@ pub struct Meta {
     /// Processes claude-shim started beside the container (pasta, proxy), by name.
     #[serde(default)]
     pub helpers: HashMap<String, i32>,
+    /// Each helper's start time (/proc/<pid>/stat field 22), so that a pid
+    /// reused by another process is never taken for the helper.
+    #[serde(default)]
+    pub helper_starts: HashMap<String, u64>,
 }
 
 pub struct Runtime {
@@ -334,6 +338,7 @@ impl Runtime {
             bundle: bundle.clone(),
             rootfs,
             helpers: HashMap::new(),
+            helper_starts: HashMap::new(),
         };
         let result = self.create_claimed(req, spec, &meta, adapt);
         if result.is_err() {

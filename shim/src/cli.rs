@@ -83,6 +83,10 @@ pub enum Command {
     Features(liboci_cli::Features),
     /// Write a default config.json
     Spec(liboci_cli::Spec),
+
+    // Internal: helpers `create` starts beside a container.
+    #[command(name = "__network", hide = true)]
+    Network(crate::network::HelperArgs),
 }
 
 /// `kill CONTAINER [SIGNAL]`, with runc's default signal.

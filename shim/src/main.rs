@@ -70,6 +70,7 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Update(a) => update::update(&rt, a),
         Command::Features(_) => features::features(),
         Command::Spec(a) => spec::spec(a),
+        Command::Network(a) => network::run_helper(a),
     }
 }
 

@@ -358,6 +358,7 @@ impl Runtime {
     ) -> Result<Container> {
         let id = req.id;
         adapt(&mut spec, meta)?;
+        let mut network = crate::network::prepare(&mut spec)?;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
         let effective = meta_dir.join("config.json");
@@ -393,6 +394,20 @@ impl Runtime {
             .with_no_pivot(req.no_pivot)
             .build()
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
+        if let Some(plan) = network.as_mut() {
+            // The init waits for `start`; its network namespace exists now.
+            let pid = container
+                .pid()
+                .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?
+                .as_raw();
+            let mut meta = meta.clone();
+            crate::network::attach(plan, id, &meta_dir, pid, &mut |name, pid, start| {
+                meta.helpers.insert(name.to_owned(), pid);
+                meta.helper_starts.insert(name.to_owned(), start);
+                self.write_meta(id, &meta)
+            })
+            .with_context(|| format!("set up network mode {} for container {id}", plan.mode.as_str()))?;
+        }
         Ok(container)
     }
 
@@ -565,8 +580,8 @@ impl Runtime {
         if let Some(a) = &c.state.annotations {
             v["annotations"] = serde_json::json!(a);
         }
-        if !meta.helpers.is_empty() {
-            v["annotations"]["run.claude-shim.helpers"] = serde_json::json!(crate::network::describe_helpers(&meta));
+        for (key, value) in crate::network::state_annotations(&meta, &self.meta_dir(c.id())) {
+            v["annotations"][key] = serde_json::json!(value);
         }
         v
     }

@@ -16,6 +16,7 @@ pub mod watch;
 use std::ffi::OsString;
 use std::fs;
 use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -45,7 +46,7 @@ pub const PASTA_ENV: &str = "CLAUDE_SHIM_PASTA";
 pub const NFT_ENV: &str = "CLAUDE_SHIM_NFT";
 
 /// What a container's network is to be; saved as <state>/network.json for the helpers.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     pub mode: Mode,
@@ -57,6 +58,9 @@ pub struct Plan {
     pub pasta: Option<PathBuf>,
     #[serde(default)]
     pub nft: Option<PathBuf>,
+    /// Unprivileged: where the createContainer hook sends the container's namespaces.
+    #[serde(skip)]
+    ns_socket: Option<std::os::fd::OwnedFd>,
 }
 
 impl Plan {
@@ -104,7 +108,7 @@ fn is_executable(p: &Path) -> bool {
 /// Reads the mode from the spec's annotations and checks, before anything
 /// exists, that it can be enforced; in allowlist mode sets the proxy
 /// environment. None: no annotation, the container keeps what its spec says.
-pub fn prepare(spec: &mut Spec) -> Result<Option<Plan>> {
+pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
     let annotations = spec.annotations().clone().unwrap_or_default();
     let Some(mode) = annotations.get(MODE_ANNOTATION) else {
         if annotations.contains_key(POLICY_ANNOTATION) {
@@ -125,8 +129,26 @@ pub fn prepare(spec: &mut Spec) -> Result<Option<Plan>> {
         .as_ref()
         .and_then(|l| l.namespaces().as_ref())
         .and_then(|ns| ns.iter().find(|n| n.typ() == LinuxNamespaceType::Network).cloned());
-    if netns.is_none() {
+    let Some(netns) = netns else {
         bail!("{what}: the spec shares the host's network namespace (give it a network namespace)");
+    };
+    if let Some(path) = netns.path() {
+        // Joining a namespace by path: it must not be ours, or pid 1's.
+        let target = fs::metadata(path)
+            .with_context(|| {
+                format!(
+                    "{what}: check that {} is not the host's network namespace",
+                    path.display()
+                )
+            })?
+            .ino();
+        let ino = |p: &str| fs::metadata(p).map(|m| m.ino()).ok();
+        if Some(target) == ino("/proc/self/ns/net") || Some(target) == ino("/proc/1/ns/net") {
+            bail!(
+                "{what}: the spec joins {}, which is the host's network namespace",
+                path.display()
+            );
+        }
     }
 
     // The rules are only as good as the container's inability to change them.
@@ -155,11 +177,18 @@ pub fn prepare(spec: &mut Spec) -> Result<Option<Plan>> {
         join_user: false,
         pasta: None,
         nft: None,
+        ns_socket: None,
     };
     match mode {
         Mode::None => {}
         Mode::Allowlist => {
-            crate::runtime::seal::exe_on_disk().with_context(|| format!("{what}: find the proxy (claude-shim)"))?;
+            let exe = crate::runtime::seal::exe_on_disk().with_context(|| format!("{what}: find claude-shim"))?;
+            if !is_executable(&exe) {
+                bail!(
+                    "{what}: the proxy is claude-shim itself, and {} is not an executable file",
+                    exe.display()
+                );
+            }
             set_proxy_env(spec);
         }
         Mode::Public => {
@@ -176,7 +205,41 @@ pub fn prepare(spec: &mut Spec) -> Result<Option<Plan>> {
             }
         }
     }
+    if !nix::unistd::geteuid().is_root() {
+        add_ns_hook(spec, state_dir)?;
+        plan.ns_socket = Some(netns::bind_ns_socket(state_dir)?);
+    }
     Ok(Some(plan))
+}
+
+/// Unprivileged, the runtime cannot open the namespaces of the init it just
+/// created (libcontainer keeps it non-dumpable until it execs; ptrace(2)
+/// "Ptrace access mode checking"), so a createContainer hook, which runs in
+/// those namespaces as a fresh exec, sends them over (`netns::hook`).
+fn add_ns_hook(spec: &mut Spec, state_dir: &Path) -> Result<()> {
+    use libcontainer::oci_spec::runtime::HookBuilder;
+    let exe = crate::runtime::seal::exe_on_disk()?;
+    if !is_executable(&exe) {
+        bail!("run the network hook: {} is not an executable file", exe.display());
+    }
+    let hook = HookBuilder::default()
+        .path(exe.clone())
+        .args(vec![
+            exe.to_string_lossy().into_owned(),
+            "__network".to_owned(),
+            "hook".to_owned(),
+            "--state-dir".to_owned(),
+            state_dir.to_string_lossy().into_owned(),
+        ])
+        .timeout(10)
+        .build()
+        .map_err(|e| anyhow!("build the network hook: {e}"))?;
+    let mut hooks = spec.hooks().clone().unwrap_or_default();
+    let mut list = hooks.create_container().clone().unwrap_or_default();
+    list.push(hook);
+    hooks.set_create_container(Some(list));
+    spec.set_hooks(Some(hooks));
+    Ok(())
 }
 
 fn set_proxy_env(spec: &mut Spec) {
@@ -204,10 +267,15 @@ pub type Record<'a> = dyn FnMut(&str, i32, u64) -> Result<()> + 'a;
 /// `delete --force` cannot stop.
 pub fn attach(plan: &mut Plan, id: &str, state_dir: &Path, init_pid: i32, record: &mut Record<'_>) -> Result<()> {
     let started = Instant::now();
-    let init = init_pid.to_string();
     let init_start = process::start_time(init_pid).ok_or_else(|| anyhow!("read the start time of pid {init_pid}"))?;
-    let net = netns::netns_inode(&init)?;
-    if net == netns::netns_inode("self")? || netns::netns_inode("1").is_ok_and(|n| n == net) {
+    let ns = match plan.ns_socket.take() {
+        Some(sock) => netns::receive_ns(&sock)?,
+        None => netns::NsFds::open_proc(init_pid)?,
+    };
+    let inode = netns::ns_inode(&ns.net)?;
+    if inode == netns::ns_path_inode("/proc/self/ns/net")?
+        || netns::ns_path_inode("/proc/1/ns/net").is_ok_and(|n| n == inode)
+    {
         bail!("use the network namespace of container {id}: it is the host's");
     }
     let ifaces = netns::interfaces(init_pid)?;
@@ -217,20 +285,20 @@ pub fn attach(plan: &mut Plan, id: &str, state_dir: &Path, init_pid: i32, record
             ifaces.join(", ")
         );
     }
-    let own_user = fs::metadata("/proc/self/ns/user").map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-    let init_user = fs::metadata(format!("/proc/{init}/ns/user")).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-    plan.join_user = !nix::unistd::geteuid().is_root() && own_user.ok() != init_user.ok();
+    // Unprivileged, the runtime acts on the container's network from inside
+    // the container's user namespace (which it owns); root needs not.
+    plan.join_user = ns.user.is_some();
     plan.save(state_dir)?;
 
     match plan.mode {
         Mode::None => {
-            let ns = netns::NsFds::open(init_pid, plan.join_user)?;
             netns::loopback(&ns, &[]).context("bring up lo")?;
         }
         Mode::Allowlist | Mode::Public => {
-            let (helper, helper_pid) = start_watch(id, state_dir, init_pid, init_start, record)?;
+            let (helper, helper_pid) = start_watch(id, state_dir, init_pid, init_start, &ns, record)?;
             if plan.mode == Mode::Public {
-                filter_public(plan, init_pid, helper_pid).with_context(|| format!("filter the egress of {helper}"))?;
+                filter_public(plan, init_pid, &ns, helper_pid)
+                    .with_context(|| format!("filter the egress of {helper}"))?;
             }
         }
     }
@@ -247,6 +315,7 @@ fn start_watch(
     state_dir: &Path,
     init_pid: i32,
     init_start: u64,
+    ns: &netns::NsFds,
     record: &mut Record<'_>,
 ) -> Result<(String, i32)> {
     let exe = crate::runtime::seal::exe_on_disk()?;
@@ -265,7 +334,7 @@ fn start_watch(
     .iter()
     .map(OsString::from)
     .collect();
-    let ready = process::spawn_detached(&exe, &args, &[], Duration::from_secs(15))
+    let ready = process::spawn_detached(&exe, &args, &ns.for_helper(), Duration::from_secs(15))
         .with_context(|| format!("start the network helpers of container {id} ({})", exe.display()))?;
     // "ok <watch pid> <helper name> <helper pid>"
     let (watch_pid, name, pid) = match ready.words.as_slice() {
@@ -284,7 +353,7 @@ fn start_watch(
 }
 
 /// Waits for pasta's routes, then installs and proves the egress filter.
-fn filter_public(plan: &Plan, init_pid: i32, pasta_pid: i32) -> Result<()> {
+fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) -> Result<()> {
     let init = init_pid.to_string();
     let pasta = process::pidfd_open(pasta_pid).context("watch pasta")?;
     let host_routes = netns::routes("self");
@@ -315,13 +384,12 @@ fn filter_public(plan: &Plan, init_pid: i32, pasta_pid: i32) -> Result<()> {
     }
     let facts = nft::Facts { local, resolvers };
     let rules = nft::rules(&plan.policy()?, &facts);
-    let ns = netns::NsFds::open(init_pid, plan.join_user)?;
-    netns::loopback(&ns, &[]).context("bring up lo")?;
+    netns::loopback(ns, &[]).context("bring up lo")?;
     let nft = plan
         .nft
         .as_ref()
         .ok_or_else(|| anyhow!("public mode without an nft path"))?;
-    nft::install(nft, &ns, &rules)?;
+    nft::install(nft, ns, &rules)?;
     if process::wait_exit(&pasta, Duration::from_millis(0)) {
         bail!("pasta exited while the filter was installed (see pasta.log)");
     }
@@ -411,6 +479,11 @@ pub enum HelperRole {
     Watch(HelperOpts),
     /// The allowlist proxy (started by `watch`)
     Proxy(HelperOpts),
+    /// createContainer hook: send the container's namespaces to the runtime (unprivileged runtimes)
+    Hook {
+        #[arg(long)]
+        state_dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -430,6 +503,7 @@ pub struct HelperOpts {
 pub fn run_helper(args: &HelperArgs) -> Result<i32> {
     match &args.role {
         HelperRole::Watch(o) => watch::run(o)?,
+        HelperRole::Hook { state_dir } => netns::hook(state_dir)?,
         HelperRole::Proxy(o) => {
             if let Err(e) = proxy::run(o) {
                 process::report_ready(&format!("error {e:#}"));
@@ -458,7 +532,7 @@ mod tests {
     fn no_annotation_changes_nothing() {
         let mut s = spec_with(&[], |_| {});
         let before = serde_json::to_value(&s).unwrap();
-        assert!(prepare(&mut s).unwrap().is_none());
+        assert!(prepare(&mut s, Path::new("/nonexistent")).unwrap().is_none());
         assert_eq!(serde_json::to_value(&s).unwrap(), before);
     }
 
@@ -467,7 +541,7 @@ mod tests {
         let mut s = spec_with(&[(MODE_ANNOTATION, "allowlist")], |v| {
             v["process"]["env"] = serde_json::json!(["PATH=/bin", "HTTP_PROXY=http://elsewhere:1"]);
         });
-        let plan = prepare(&mut s).unwrap().unwrap();
+        let plan = prepare(&mut s, Path::new("/nonexistent")).unwrap().unwrap();
         assert_eq!(plan.mode, Mode::Allowlist);
         let env = s.process().as_ref().unwrap().env().clone().unwrap();
         assert!(env.contains(&"PATH=/bin".to_owned()));
@@ -478,7 +552,7 @@ mod tests {
 
     fn refused(ann: &[(&str, &str)], edit: impl FnOnce(&mut serde_json::Value), want: &str) {
         let mut s = spec_with(ann, edit);
-        let e = format!("{:#}", prepare(&mut s).unwrap_err());
+        let e = format!("{:#}", prepare(&mut s, Path::new("/nonexistent")).unwrap_err());
         assert!(e.contains(want), "{ann:?}: {e}");
     }
 

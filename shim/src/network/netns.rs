@@ -20,18 +20,36 @@ pub struct NsFds {
     pub net: OwnedFd,
 }
 
+/// The descriptor numbers a helper finds the namespaces on (3 is its ready pipe).
+pub const HELPER_NET_FD: RawFd = 4;
+pub const HELPER_USER_FD: RawFd = 5;
+
 impl NsFds {
-    /// `join_user`: enter the user namespace first (an unprivileged runtime
-    /// holds capabilities over the container's network namespace only there).
-    pub fn open(pid: i32, join_user: bool) -> Result<Self> {
-        let open = |kind: &str| -> Result<OwnedFd> {
-            let path = format!("/proc/{pid}/ns/{kind}");
-            Ok(fs::File::open(&path).with_context(|| format!("open {path}"))?.into())
-        };
-        Ok(Self {
-            user: if join_user { Some(open("user")?) } else { None },
-            net: open("net")?,
-        })
+    /// Opens /proc/<pid>/ns/net. Root only: until it execs, the init is not
+    /// dumpable, and an unprivileged runtime may not open its namespaces
+    /// (an unprivileged runtime gets them from the hook, see `hook`).
+    pub fn open_proc(pid: i32) -> Result<Self> {
+        let path = format!("/proc/{pid}/ns/net");
+        let net: OwnedFd = fs::File::open(&path).with_context(|| format!("open {path}"))?.into();
+        Ok(Self { user: None, net })
+    }
+
+    /// The descriptors a helper was started with.
+    pub fn inherited(join_user: bool) -> Self {
+        // SAFETY: the runtime hands these descriptors over at these numbers.
+        unsafe {
+            Self {
+                user: join_user.then(|| OwnedFd::from_raw_fd(HELPER_USER_FD)),
+                net: OwnedFd::from_raw_fd(HELPER_NET_FD),
+            }
+        }
+    }
+
+    /// The descriptors to hand a helper, in the order `inherited` expects.
+    pub fn for_helper(&self) -> Vec<&OwnedFd> {
+        let mut v = vec![&self.net];
+        v.extend(self.user.as_ref());
+        v
     }
 
     fn raw(&self) -> (RawFd, RawFd) {
@@ -68,15 +86,18 @@ pub fn run_in(ns: &NsFds, program: &Path, args: &[&str], stdin: Option<&[u8]>) -
     }
     let mut child = cmd.spawn().with_context(|| format!("execute {}", program.display()))?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input)
-            .with_context(|| format!("write to {}", program.display()))?;
+        match pipe.write_all(input) {
+            // It stopped reading: its exit status and stderr tell why.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r.with_context(|| format!("write to {}", program.display()))?,
+        }
     }
     child
         .wait_with_output()
         .with_context(|| format!("wait for {}", program.display()))
 }
 
-/// Which step of `loopback` failed, for the error message.
+/// Which step of a namespace child failed, for the error message.
 const STEPS: [&str; 7] = [
     "",
     "join the container's user namespace",
@@ -87,16 +108,10 @@ const STEPS: [&str; 7] = [
     "listen",
 ];
 
-/// Brings `lo` up inside the namespace (libcontainer leaves it down) and
-/// returns listening TCP sockets bound there to `listen`. The sockets are
-/// created by a short-lived child that entered the namespace; they stay in
-/// it, while whoever accepts on them lives in the host's.
-pub fn loopback(ns: &NsFds, listen: &[SocketAddrV4]) -> Result<Vec<OwnedFd>> {
-    const MAX: usize = 4;
-    if listen.len() > MAX {
-        bail!("listen on more than {MAX} addresses");
-    }
-    let (user, net) = ns.raw();
+/// Forks a child that runs `f` (system calls only: no allocation, no locks)
+/// and returns the `count` descriptors it sends back, or the step and errno
+/// it failed with.
+fn in_child(count: usize, f: impl FnOnce(RawFd)) -> Result<Vec<OwnedFd>> {
     let mut pair = [0 as RawFd; 2];
     // SAFETY: pair is a valid two-element array.
     if unsafe {
@@ -112,27 +127,16 @@ pub fn loopback(ns: &NsFds, listen: &[SocketAddrV4]) -> Result<Vec<OwnedFd>> {
     }
     // SAFETY: both descriptors were just created and are ours.
     let (parent_end, child_end) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-    // Everything the child needs is built before the fork: it must not allocate.
-    let mut addrs: [libc::sockaddr_in; MAX] = unsafe { std::mem::zeroed() };
-    for (i, a) in listen.iter().enumerate() {
-        addrs[i].sin_family = libc::AF_INET as libc::sa_family_t;
-        addrs[i].sin_port = a.port().to_be();
-        addrs[i].sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
-    }
-    let count = listen.len();
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (i, b) in b"lo".iter().enumerate() {
-        ifr.ifr_name[i] = *b as libc::c_char;
-    }
     let child_fd = child_end.as_raw_fd();
-
-    // SAFETY: the child runs only system calls on stack data, then _exit.
+    // SAFETY: the child only runs `f`, which ends in _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(std::io::Error::last_os_error()).context("fork");
     }
     if pid == 0 {
-        unsafe { loopback_child(user, net, &mut ifr, &addrs[..count], child_fd) }
+        f(child_fd);
+        // SAFETY: the child ends here whatever `f` did.
+        unsafe { libc::_exit(3) }
     }
     drop(child_end);
     let result = receive_fds(&parent_end, count);
@@ -142,40 +146,99 @@ pub fn loopback(ns: &NsFds, listen: &[SocketAddrV4]) -> Result<Vec<OwnedFd>> {
     result
 }
 
-unsafe fn loopback_child(user: RawFd, net: RawFd, ifr: &mut libc::ifreq, addrs: &[libc::sockaddr_in], out: RawFd) -> ! {
-    let fail = |step: u8| -> ! {
-        let errno = *libc::__errno_location();
-        let mut msg = [0u8; 5];
-        msg[0] = step;
-        msg[1..].copy_from_slice(&errno.to_ne_bytes());
-        libc::send(out, msg.as_ptr().cast(), msg.len(), 0);
-        libc::_exit(1)
+/// Reports a failed step and errno to the parent, then exits.
+unsafe fn child_fail(out: RawFd, step: u8) -> ! {
+    let errno = *libc::__errno_location();
+    let mut msg = [0u8; 5];
+    msg[0] = step;
+    msg[1..].copy_from_slice(&errno.to_ne_bytes());
+    libc::send(out, msg.as_ptr().cast(), msg.len(), 0);
+    libc::_exit(1)
+}
+
+/// Sends one byte (0: success) and `fds` to the parent, then exits.
+unsafe fn child_send(out: RawFd, fds: &[RawFd]) -> ! {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
     };
+    let mut cbuf = [0u64; 8];
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let len = std::mem::size_of_val(fds) as u32;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(len) as usize;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(len) as usize;
+        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg).cast::<RawFd>(), fds.len());
+    }
+    if libc::sendmsg(out, &msg, 0) < 0 {
+        libc::_exit(2);
+    }
+    libc::_exit(0)
+}
+
+/// Brings `lo` up inside the namespace (libcontainer leaves it down) and
+/// returns listening TCP sockets bound there to `listen`. The sockets are
+/// created by a short-lived child that entered the namespace; they stay in
+/// it, while whoever accepts on them lives in the host's.
+pub fn loopback(ns: &NsFds, listen: &[SocketAddrV4]) -> Result<Vec<OwnedFd>> {
+    const MAX: usize = 4;
+    if listen.len() > MAX {
+        bail!("listen on more than {MAX} addresses");
+    }
+    let (user, net) = ns.raw();
+    // Everything the child needs is built before the fork: it must not allocate.
+    // SAFETY: plain C structs, zero is a valid value for each.
+    let mut addrs: [libc::sockaddr_in; MAX] = unsafe { std::mem::zeroed() };
+    for (i, a) in listen.iter().enumerate() {
+        addrs[i].sin_family = libc::AF_INET as libc::sa_family_t;
+        addrs[i].sin_port = a.port().to_be();
+        addrs[i].sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+    }
+    let count = listen.len();
+    // SAFETY: as above.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    in_child(count, move |out| {
+        // SAFETY: system calls on the stack data above (we are a forked child).
+        unsafe { loopback_child(user, net, &mut ifr, &addrs[..count], out) }
+    })
+}
+
+unsafe fn loopback_child(user: RawFd, net: RawFd, ifr: &mut libc::ifreq, addrs: &[libc::sockaddr_in], out: RawFd) -> ! {
     if user >= 0 && libc::setns(user, libc::CLONE_NEWUSER) != 0 {
-        fail(1);
+        child_fail(out, 1);
     }
     if libc::setns(net, libc::CLONE_NEWNET) != 0 {
-        fail(2);
+        child_fail(out, 2);
     }
     let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
     if s < 0 || libc::ioctl(s, libc::SIOCGIFFLAGS, ifr as *mut libc::ifreq) != 0 {
-        fail(3);
+        child_fail(out, 3);
     }
     ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
     if libc::ioctl(s, libc::SIOCSIFFLAGS, ifr as *mut libc::ifreq) != 0 {
-        fail(3);
+        child_fail(out, 3);
     }
     // Read it back: the flag must be set now.
     if libc::ioctl(s, libc::SIOCGIFFLAGS, ifr as *mut libc::ifreq) != 0
         || ifr.ifr_ifru.ifru_flags & libc::IFF_UP as libc::c_short == 0
     {
-        fail(3);
+        child_fail(out, 3);
     }
     let mut fds = [0 as RawFd; 4];
     for (i, a) in addrs.iter().enumerate() {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
-            fail(4);
+            child_fail(out, 4);
         }
         let one: libc::c_int = 1;
         libc::setsockopt(
@@ -191,37 +254,14 @@ unsafe fn loopback_child(user: RawFd, net: RawFd, ifr: &mut libc::ifreq, addrs: 
             std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
         ) != 0
         {
-            fail(5);
+            child_fail(out, 5);
         }
         if libc::listen(fd, 512) != 0 {
-            fail(6);
+            child_fail(out, 6);
         }
         fds[i] = fd;
     }
-    // One byte of data (0: success) and the descriptors.
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut cbuf = [0u64; 8];
-    let mut msg: libc::msghdr = std::mem::zeroed();
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !addrs.is_empty() {
-        let len = std::mem::size_of_val(&fds[..addrs.len()]) as u32;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(len) as usize;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(len) as usize;
-        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg).cast::<RawFd>(), addrs.len());
-    }
-    if libc::sendmsg(out, &msg, 0) < 0 {
-        libc::_exit(2);
-    }
-    libc::_exit(0)
+    child_send(out, &fds[..addrs.len()])
 }
 
 fn receive_fds(sock: &OwnedFd, count: usize) -> Result<Vec<OwnedFd>> {
@@ -232,8 +272,8 @@ fn receive_fds(sock: &OwnedFd, count: usize) -> Result<Vec<OwnedFd>> {
         let mut iov = [std::io::IoSliceMut::new(&mut buf)];
         let mut space = nix::cmsg_space!([RawFd; 4]);
         let msg = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
-            .context("receive from the namespace child")?;
-        for c in msg.cmsgs().context("read the namespace child's message")? {
+            .context("receive")?;
+        for c in msg.cmsgs().context("read the message")? {
             if let ControlMessageOwned::ScmRights(list) = c {
                 // SAFETY: the kernel installed these descriptors for us.
                 fds.extend(list.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
@@ -242,22 +282,87 @@ fn receive_fds(sock: &OwnedFd, count: usize) -> Result<Vec<OwnedFd>> {
         msg.bytes
     };
     match (n, buf[0]) {
-        (0, _) => bail!("the namespace child exited without an answer"),
-        (1, 0) if fds.len() == count => Ok(fds),
-        (1, 0) => bail!("the namespace child sent {} descriptors, not {count}", fds.len()),
+        (0, _) => bail!("nothing was sent"),
+        (1, 0) | (2, b'n') if fds.len() == count => Ok(fds),
+        (1, 0) | (2, b'n') => bail!("received {} descriptors, not {count}", fds.len()),
         (5, step) => {
             let errno = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
             let what = STEPS.get(step as usize).copied().unwrap_or("set up the namespace");
             Err(std::io::Error::from_raw_os_error(errno)).context(what.to_owned())
         }
-        _ => bail!("the namespace child sent a malformed answer"),
+        _ => bail!("a malformed message arrived"),
     }
 }
 
-/// The network namespace's inode, to compare namespaces.
-pub fn netns_inode(pid: &str) -> Result<u64> {
-    let path = format!("/proc/{pid}/ns/net");
-    Ok(fs::metadata(&path).with_context(|| format!("stat {path}"))?.ino())
+/// The socket the hook sends the namespaces to, in the container's state directory.
+const NS_SOCKET: &str = "ns.sock";
+
+/// Binds the datagram socket the createContainer hook will send to. The path
+/// goes through /proc/self/fd so that a long state directory still fits in sun_path.
+pub fn bind_ns_socket(state_dir: &Path) -> Result<OwnedFd> {
+    let dir = fs::File::open(state_dir).with_context(|| format!("open {}", state_dir.display()))?;
+    let path = format!("/proc/self/fd/{}/{NS_SOCKET}", dir.as_raw_fd());
+    let sock = std::os::unix::net::UnixDatagram::bind(&path)
+        .with_context(|| format!("bind {}", state_dir.join(NS_SOCKET).display()))?;
+    sock.set_nonblocking(true)?;
+    Ok(sock.into())
+}
+
+/// The createContainer hook (`__network hook`): libcontainer runs it inside
+/// the container's namespaces, after they exist and before pivot_root. It is
+/// a fresh exec, hence dumpable, so it may open its own namespaces, and sends
+/// them to the runtime's socket.
+pub fn hook(state_dir: &Path) -> Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+    // The container's state arrives on stdin; it is not needed.
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    let dir = fs::File::open(state_dir).with_context(|| format!("open {}", state_dir.display()))?;
+    let net = fs::File::open("/proc/self/ns/net").context("open /proc/self/ns/net")?;
+    let user = fs::File::open("/proc/self/ns/user").context("open /proc/self/ns/user")?;
+    let sock = std::os::unix::net::UnixDatagram::unbound().context("create a socket")?;
+    let addr = UnixAddr::new(format!("/proc/self/fd/{}/{NS_SOCKET}", dir.as_raw_fd()).as_str())?;
+    let fds = [net.as_raw_fd(), user.as_raw_fd()];
+    sendmsg(
+        sock.as_raw_fd(),
+        &[std::io::IoSlice::new(b"ns")],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        Some(&addr),
+    )
+    .with_context(|| format!("send the namespaces to {}", state_dir.join(NS_SOCKET).display()))?;
+    Ok(())
+}
+
+nix::ioctl_none_bad!(ns_get_userns, 0xb701);
+
+/// Takes the namespaces the hook sent, and checks they belong together: the
+/// network namespace is owned by the user namespace, which is not ours.
+pub fn receive_ns(sock: &OwnedFd) -> Result<NsFds> {
+    let mut fds = receive_fds(sock, 2).context("receive the container's namespaces from its createContainer hook")?;
+    let user = fds.pop().expect("two descriptors");
+    let net = fds.pop().expect("two descriptors");
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor.
+    let owner = unsafe { ns_get_userns(net.as_raw_fd()) }.context("find the owner of the network namespace")?;
+    // SAFETY: the kernel just returned this descriptor.
+    let owner = unsafe { OwnedFd::from_raw_fd(owner) };
+    if ns_inode(&owner)? != ns_inode(&user)? {
+        bail!("the hook sent a network namespace its user namespace does not own");
+    }
+    if ns_inode(&user)? == ns_path_inode("/proc/self/ns/user")? {
+        bail!("the hook sent the runtime's own user namespace");
+    }
+    Ok(NsFds { user: Some(user), net })
+}
+
+/// The inode of a namespace, to compare namespaces.
+pub fn ns_inode(fd: &OwnedFd) -> Result<u64> {
+    let st = nix::sys::stat::fstat(fd.as_raw_fd()).context("stat a namespace")?;
+    Ok(st.st_ino)
+}
+
+/// The inode of a namespace file such as /proc/self/ns/net.
+pub fn ns_path_inode(path: &str) -> Result<u64> {
+    Ok(fs::metadata(path).with_context(|| format!("stat {path}"))?.ino())
 }
 
 /// Interface names in the namespace of `pid`.

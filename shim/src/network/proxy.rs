@@ -109,7 +109,7 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
     let init = process::open_verified(opts.init_pid, opts.init_start)
         .ok_or_else(|| anyhow!("find the init of container {} (pid {})", opts.id, opts.init_pid))?;
     let plan = Plan::load(&opts.state_dir)?;
-    let ns = netns::NsFds::open(opts.init_pid, plan.join_user)?;
+    let ns = netns::NsFds::inherited(plan.join_user);
     let addrs = [
         SocketAddrV4::new([127, 0, 0, 1].into(), HTTP_PORT),
         SocketAddrV4::new([127, 0, 0, 1].into(), SOCKS_PORT),

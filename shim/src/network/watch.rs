@@ -41,6 +41,9 @@ fn pasta_args(plan: &Plan, opts: &HelperOpts) -> Vec<OsString> {
         "-U",
         "none",
         "--no-map-gw",
+        // The tap is eth0, as in every other container, whatever the host's interface is called.
+        "-I",
+        "eth0",
     ]
     .iter()
     .map(OsString::from)
@@ -63,12 +66,11 @@ fn pasta_args(plan: &Plan, opts: &HelperOpts) -> Vec<OsString> {
 
 /// Starts pasta on the container's namespace; returns its pid (it forks into
 /// the background once the namespace is configured).
-fn start_pasta(plan: &Plan, opts: &HelperOpts) -> Result<i32> {
+fn start_pasta(plan: &Plan, opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32> {
     let pasta = plan
         .pasta
         .as_ref()
         .ok_or_else(|| anyhow!("public mode without a pasta path"))?;
-    let ns = netns::NsFds::open(opts.init_pid, plan.join_user)?;
     let pid_file = opts.state_dir.join("pasta.pid");
     let _ = fs::remove_file(&pid_file);
     let net = std::os::fd::AsRawFd::as_raw_fd(&ns.net);
@@ -119,7 +121,7 @@ fn start_pasta(plan: &Plan, opts: &HelperOpts) -> Result<i32> {
     Ok(pid)
 }
 
-fn start_proxy(opts: &HelperOpts) -> Result<std::process::Child> {
+fn start_proxy(opts: &HelperOpts, ns: &netns::NsFds) -> Result<std::process::Child> {
     let exe = std::env::current_exe().context("resolve /proc/self/exe")?;
     let args: Vec<OsString> = [
         "__network",
@@ -136,7 +138,8 @@ fn start_proxy(opts: &HelperOpts) -> Result<std::process::Child> {
     .iter()
     .map(OsString::from)
     .collect();
-    let (_, child) = process::spawn(&exe, &args, &[], Duration::from_secs(10), false).context("start the proxy")?;
+    let (_, child) =
+        process::spawn(&exe, &args, &ns.for_helper(), Duration::from_secs(10), false).context("start the proxy")?;
     child.ok_or_else(|| anyhow!("start the proxy: no child"))
 }
 
@@ -146,10 +149,16 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
         let init = process::open_verified(opts.init_pid, opts.init_start)
             .ok_or_else(|| anyhow!("find the init of container {} (pid {})", opts.id, opts.init_pid))?;
         let plan = Plan::load(&opts.state_dir)?;
+        let ns = netns::NsFds::inherited(plan.join_user);
         match plan.mode {
-            Mode::Public => Ok((init, "pasta", start_pasta(&plan, opts).context("start pasta")?, None)),
+            Mode::Public => Ok((
+                init,
+                "pasta",
+                start_pasta(&plan, opts, &ns).context("start pasta")?,
+                None,
+            )),
             Mode::Allowlist => {
-                let child = start_proxy(opts)?;
+                let child = start_proxy(opts, &ns)?;
                 Ok((init, "proxy", child.id() as i32, Some(child)))
             }
             Mode::None => bail!("mode none needs no helper"),
@@ -194,7 +203,8 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
             Err(e) => return Err(e).context("poll"),
         }
         let ready = |i: usize| fds[i].any().unwrap_or(false);
-        if ready(1) {
+        // The proxy also ends when the init does: then it is not a failure.
+        if ready(1) && !ready(0) {
             let status = reap(child);
             log.write(
                 json!({"event": "helper exited", "helper": name, "pid": pid, "status": status,

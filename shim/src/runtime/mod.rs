@@ -358,7 +358,7 @@ impl Runtime {
     ) -> Result<Container> {
         let id = req.id;
         adapt(&mut spec, meta)?;
-        let mut network = crate::network::prepare(&mut spec)?;
+        let mut network = crate::network::prepare(&mut spec, &self.meta_dir(id))?;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
         let effective = meta_dir.join("config.json");

@@ -217,6 +217,7 @@ impl Runtime {
         if dir.join("state.json").exists() {
             match Container::load(dir.clone()) {
                 Ok(mut c) => {
+                    self.end_init(id, &c);
                     if let Err(e) = c.delete(true) {
                         errors.push(format!("delete container {id}: {e}"));
                     }
@@ -247,6 +248,29 @@ impl Runtime {
             Ok(())
         } else {
             Err(anyhow!(errors.join("; ")))
+        }
+    }
+
+    /// libcontainer gives a killed init about 100 ms to leave its cgroups; on
+    /// a busy machine (many network namespaces torn down at once) that is not
+    /// enough. So the init is killed and waited for first, if its pid is
+    /// still in the container's cgroup (a reused pid is not).
+    fn end_init(&self, id: &str, c: &Container) {
+        use crate::network::process;
+        let Some(pid) = c.pid().map(|p| p.as_raw()) else { return };
+        let Ok(fd) = process::pidfd_open(pid) else { return };
+        let Some(cgroup) = self
+            .effective_spec(id)
+            .ok()
+            .and_then(|s| s.linux().as_ref().and_then(|l| l.cgroups_path().clone()))
+        else {
+            return;
+        };
+        let cgroup = cgroup.to_string_lossy().into_owned();
+        let ours = fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .is_ok_and(|t| t.lines().any(|l| l.ends_with(cgroup.as_str())));
+        if ours && process::pidfd_signal(&fd, libc::SIGKILL).is_ok() {
+            process::wait_exit(&fd, std::time::Duration::from_secs(10));
         }
     }
 

@@ -334,6 +334,7 @@ fn start_watch(
     .iter()
     .map(OsString::from)
     .collect();
+    let t = Instant::now();
     let ready = process::spawn_detached(&exe, &args, &ns.for_helper(), Duration::from_secs(15))
         .with_context(|| format!("start the network helpers of container {id} ({})", exe.display()))?;
     // "ok <watch pid> <helper name> <helper pid>"
@@ -345,6 +346,7 @@ fn start_watch(
         ),
         other => bail!("start the network helpers of container {id}: unexpected answer {other:?}"),
     };
+    tracing::debug!("{id}: watch and {name} ready in {} ms", t.elapsed().as_millis());
     for (n, p) in [("watch", watch_pid), (name.as_str(), pid)] {
         let start = process::start_time(p).ok_or_else(|| anyhow!("start {n} for container {id}: it exited at once"))?;
         record(n, p, start)?;
@@ -358,7 +360,8 @@ fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) 
     let pasta = process::pidfd_open(pasta_pid).context("watch pasta")?;
     let host_routes = netns::routes("self");
     let want_v6 = netns::has_default_route(&host_routes, true);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs(5);
     loop {
         let r = netns::routes(&init);
         if netns::has_default_route(&r, false) && (!want_v6 || netns::has_default_route(&r, true)) {
@@ -372,6 +375,7 @@ fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) 
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+    tracing::debug!("pasta's routes in place after {} ms", t.elapsed().as_millis());
     let ns_routes = netns::routes(&init);
     let mut local: Vec<IpNet> = netns::local_networks(&ns_routes);
     local.extend(netns::local_networks(&host_routes));
@@ -389,7 +393,13 @@ fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) 
         .nft
         .as_ref()
         .ok_or_else(|| anyhow!("public mode without an nft path"))?;
+    let t = Instant::now();
     nft::install(nft, ns, &rules)?;
+    tracing::debug!(
+        "{} nft rules installed and read back in {} ms",
+        rules.len(),
+        t.elapsed().as_millis()
+    );
     if process::wait_exit(&pasta, Duration::from_millis(0)) {
         bail!("pasta exited while the filter was installed (see pasta.log)");
     }

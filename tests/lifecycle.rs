@@ -332,3 +332,127 @@ fn version_and_help() {
         assert!(help.contains(verb), "--help lists {verb}");
     }
 }
+
+/// libcontainer 0.7 builds an exec'd process's spec without the container's
+/// seccomp profile; claude-shim re-applies it. A process started by `exec`
+/// must be as filtered as the init.
+#[test]
+fn exec_inherits_the_seccomp_profile() {
+    let env = Env::new();
+    let bundle = env.bundle("seccomp-exec", |v| {
+        set_args(v, &["sleep", "1000"]);
+        with_tmp(v);
+        v["linux"]["seccomp"] = serde_json::json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]
+        });
+    });
+    let id = unique_id("seccomp-exec");
+    env.ok(&["run", "-d", "--bundle", bundle.to_str().unwrap(), &id]);
+    let status = env.ok(&["exec", &id, "grep", "-E", "^(Seccomp|NoNewPrivs):", "/proc/self/status"]);
+    assert!(status.contains("Seccomp:\t2"), "exec'd process is filtered: {status}");
+    let out = env.run(&["exec", &id, "mkdir", "/tmp/denied"]);
+    assert_ne!(out.status.code(), Some(0), "mkdir is denied in an exec'd process");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"));
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}
+
+/// An exec'd process joins the container's user namespace (libcontainer 0.7
+/// leaves it out): as root it must not run with the host's credentials.
+#[test]
+fn exec_joins_the_user_namespace() {
+    let env = Env::new();
+    let bundle = env.bundle("userns-exec", |v| {
+        set_args(v, &["sleep", "1000"]);
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"type": "user"}));
+        v["linux"]["uidMappings"] = serde_json::json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        v["linux"]["gidMappings"] = serde_json::json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        // a rootfs owned by host root shows as nobody inside; it stays readable
+    });
+    let id = unique_id("userns-exec");
+    env.ok(&["run", "-d", "--bundle", bundle.to_str().unwrap(), &id]);
+    let init_ns = std::fs::read_link(format!("/proc/{}/ns/user", env.state(&id)["pid"])).unwrap();
+    let map = env.ok(&["exec", &id, "cat", "/proc/self/uid_map"]);
+    assert_eq!(
+        map.split_whitespace().collect::<Vec<_>>(),
+        ["0", "100000", "65536"],
+        "exec'd process sees the container's map"
+    );
+    let exec_ns = env.ok(&["exec", &id, "readlink", "/proc/self/ns/user"]);
+    assert_eq!(exec_ns.trim(), init_ns.to_string_lossy());
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}
+
+/// Without CAP_SYS_RESOURCE (this machine's bounding set lacks it) a hard
+/// limit cannot be raised: requested limits above it are clamped, with a warning.
+#[test]
+fn rlimits_above_the_hard_limit_are_clamped() {
+    let env = Env::new();
+    let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    let bundle = env.bundle("rlimit", |v| {
+        set_args(v, &["sh", "-c", "ulimit -H -n; ulimit -S -n"]);
+        v["process"]["rlimits"] =
+            serde_json::json!([{"type": "RLIMIT_NOFILE", "hard": 1_048_576u64 * 64, "soft": 1_048_576u64 * 64}]);
+    });
+    let id = unique_id("rlimit");
+    let out = env.run(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let caps = std::fs::read_to_string("/proc/self/status").unwrap();
+    let bounding = caps.lines().find(|l| l.starts_with("CapBnd:")).unwrap();
+    let bnd = u64::from_str_radix(bounding.trim_start_matches("CapBnd:").trim(), 16).unwrap();
+    if bnd & (1 << 24) == 0 {
+        assert_eq!(
+            stdout.lines().collect::<Vec<_>>(),
+            [hard.to_string(), hard.to_string()],
+            "clamped to {hard}"
+        );
+        assert!(
+            stderr.contains("RLIMIT_NOFILE") && stderr.contains("clamped"),
+            "{stderr}"
+        );
+    } else {
+        // With the capability the limit is applied as asked.
+        assert_eq!(stdout.lines().next(), Some((1_048_576u64 * 64).to_string().as_str()));
+    }
+    env.assert_no_leaks(&id);
+}
+
+/// CVE-2019-5736: while a container's init is still runtime code (created,
+/// not started), its executable is a sealed in-memory copy, not the binary on
+/// disk, and writing through /proc/<pid>/exe fails.
+#[test]
+fn init_runs_from_a_sealed_copy_of_the_runtime() {
+    use std::io::Write as _;
+    let env = Env::new();
+    let bundle = env.bundle("sealed", |v| set_args(v, &["true"]));
+    let id = unique_id("sealed");
+    env.ok(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
+    let pid = env.state(&id)["pid"].as_i64().unwrap();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert!(
+        exe.to_string_lossy().starts_with("/memfd:"),
+        "init's executable is {}",
+        exe.display()
+    );
+    let before = std::fs::read(shim_path()).unwrap();
+    let write = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/exe"))
+        .and_then(|mut f| f.write_all(b"\x7fELF overwritten"));
+    assert!(write.is_err(), "writing through /proc/{pid}/exe must fail");
+    assert_eq!(
+        std::fs::read(shim_path()).unwrap(),
+        before,
+        "the binary on disk is unchanged"
+    );
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}

@@ -204,7 +204,6 @@ impl Env {
         let dir = self.dir.path().join(format!("bundle-{name}"));
         fs::create_dir_all(&dir).unwrap();
         if let Some((uid, gid)) = self.as_user {
-            // `spec` runs as that user and writes config.json here.
             nix::unistd::chown(&dir, Some(uid.into()), Some(gid.into())).unwrap();
         }
         let mut spec_args = vec!["spec", "--bundle", dir.to_str().unwrap()];

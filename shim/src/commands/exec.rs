@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use libcontainer::oci_spec::runtime::{Process, UserBuilder};
 
-use crate::runtime::foreground::{self, ConsoleSocket, OnSignal};
+use crate::runtime::foreground::{self, ConsoleSocket};
 use crate::runtime::{ExecRequest, Runtime};
 
 fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result<Process> {
@@ -88,5 +88,14 @@ pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
         None => None,
     };
     drop(console);
-    foreground::wait(pid, &signals, master, &mut |s| OnSignal::Forward(s))
+    foreground::wait(
+        pid,
+        &signals,
+        master,
+        foreground::Forwarding {
+            map: &mut Some,
+            grace: None,
+            pending: None,
+        },
+    )
 }

@@ -8,6 +8,7 @@
 //!                              reads, meta.json (the engine's bundle, helper
 //!                              pids), and a lock held while `create` runs.
 
+pub mod cgroup_v1_unprivileged;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
@@ -15,9 +16,9 @@ pub mod seal;
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -385,6 +386,20 @@ impl Runtime {
         let mut network = crate::network::prepare(&mut spec, &self.meta_dir(id))?;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
+        // Unprivileged on cgroup v1, libcontainer cannot apply any limit
+        // (see cgroup_v1_unprivileged); the runtime does, before the start.
+        let mut own_limits = None;
+        if !is_root() && cgroup_v1_unprivileged::is_v1() {
+            if let Some(linux) = spec.linux_mut() {
+                if let Some(resources) = linux.resources().clone() {
+                    let plan =
+                        cgroup_v1_unprivileged::plan(&resources).with_context(|| format!("create container {id}"))?;
+                    let path = linux.cgroups_path().clone().unwrap_or_default();
+                    linux.set_resources(None);
+                    own_limits = Some((path, plan));
+                }
+            }
+        }
         let effective = meta_dir.join("config.json");
         spec.save(&effective)
             .map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
@@ -418,6 +433,9 @@ impl Runtime {
             .with_no_pivot(req.no_pivot)
             .build()
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
+        if let Some((path, plan)) = own_limits {
+            cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
+        }
         if let Some(plan) = network.as_mut() {
             // The init waits for `start`; its network namespace exists now.
             let pid = container
@@ -679,6 +697,12 @@ impl Runtime {
             s => bail!("exec in container {id}: it is {}, not running", status_name(s)),
         }
         let spec = self.effective_spec(id)?;
+        if has_new_namespace(&spec, LinuxNamespaceType::User) {
+            let pid = c
+                .pid()
+                .ok_or_else(|| anyhow!("exec in container {id}: it has no init pid"))?;
+            join_user_namespace(pid.as_raw()).with_context(|| format!("exec in container {id}"))?;
+        }
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
         let executor = ShimExecutor {
             expect_seccomp: seccomp.is_some(),
@@ -761,6 +785,27 @@ fn check_delegated(parent: &Path) -> Result<()> {
     Ok(())
 }
 
+/// libcontainer 0.7 joins an exec'd process to every namespace of the init but
+/// its user namespace: unprivileged, joining the others then fails (EPERM);
+/// as root, the process would run outside the container's user namespace with
+/// host credentials. Joining it here first (this process is single-threaded,
+/// and the intermediate libcontainer forks inherits it) closes both.
+fn join_user_namespace(init_pid: i32) -> Result<()> {
+    let path = format!("/proc/{init_pid}/ns/user");
+    let ns = fs::File::open(&path).with_context(|| format!("open {path}"))?;
+    let ours = fs::read_link("/proc/self/ns/user").ok();
+    if ours.is_some() && ours == fs::read_link(&path).ok() {
+        return Ok(());
+    }
+    nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWUSER)
+        .with_context(|| format!("join user namespace {path}"))?;
+    tracing::debug!(
+        "joined user namespace {path}, effective capabilities {:x?}",
+        caps_effective()
+    );
+    Ok(())
+}
+
 /// The kernel must filter; libcontainer would otherwise fail late or not at all.
 fn require_kernel_seccomp() -> Result<()> {
     // SAFETY: prctl with integer arguments only.
@@ -833,15 +878,6 @@ pub fn libcontainer_error(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     parts.join(": ")
-}
-
-/// Writes `pid` to `path` the way runc does (no newline), atomically.
-pub fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
-    let tmp = path.with_extension("tmp-claude-shim");
-    let mut f = fs::File::create(&tmp).with_context(|| format!("write pid file {}", tmp.display()))?;
-    write!(f, "{pid}")?;
-    f.set_permissions(fs::Permissions::from_mode(0o644))?;
-    fs::rename(&tmp, path).with_context(|| format!("write pid file {}", path.display()))
 }
 
 #[cfg(test)]

@@ -245,6 +245,10 @@ impl HostPattern {
         }
         let target = if let Some(domain) = host.strip_prefix("*.") {
             let d = normalize_name(domain).map_err(|e| err(e.0))?;
+            if !d.contains('.') {
+                // As the policy crate does: `*.com` is every host of a top-level domain.
+                return Err(err(format!("a wildcard over the top-level domain {d:?} is too wide")));
+            }
             Target::Subdomains(format!(".{d}"))
         } else if host.contains('*') {
             return Err(err(
@@ -595,6 +599,8 @@ mod tests {
     fn bad_entries_name_themselves() {
         for bad in [
             "*",
+            "*.com",
+            "*.COM.:443",
             "a.*.com",
             "*example.com",
             "host:0",

@@ -96,6 +96,9 @@ pub enum Command {
     /// The probe of `verify`, run inside a sandbox (internal)
     #[command(name = "__probe", hide = true)]
     Probe(Probe),
+    // Internal: helpers `create` starts beside a container.
+    #[command(name = "__network", hide = true)]
+    Network(crate::network::HelperArgs),
 }
 
 #[derive(Args, Debug)]

@@ -88,6 +88,7 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Bundle(a) => sandbox::bundle(a),
         Command::Verify(a) => verify::verify(&rt, a),
         Command::Probe(_) => unreachable!("handled above"),
+        Command::Network(a) => network::run_helper(a),
     }
 }
 

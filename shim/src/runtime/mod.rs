@@ -55,6 +55,10 @@ pub struct Meta {
     /// spec's own (the admin policy's), already adapted for libcontainer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacked_seccomp: Vec<LinuxSeccomp>,
+    /// Each helper's start time (/proc/<pid>/stat field 22), so that a pid
+    /// reused by another process is never taken for the helper.
+    #[serde(default)]
+    pub helper_starts: HashMap<String, u64>,
 }
 
 /// What may adapt a spec at create, after the guards and before libcontainer
@@ -227,6 +231,7 @@ impl Runtime {
         if dir.join("state.json").exists() {
             match Container::load(dir.clone()) {
                 Ok(mut c) => {
+                    self.end_init(id, &c);
                     if let Err(e) = c.delete(true) {
                         errors.push(format!("delete container {id}: {e}"));
                     }
@@ -257,6 +262,29 @@ impl Runtime {
             Ok(())
         } else {
             Err(anyhow!(errors.join("; ")))
+        }
+    }
+
+    /// libcontainer gives a killed init about 100 ms to leave its cgroups; on
+    /// a busy machine (many network namespaces torn down at once) that is not
+    /// enough. So the init is killed and waited for first, if its pid is
+    /// still in the container's cgroup (a reused pid is not).
+    fn end_init(&self, id: &str, c: &Container) {
+        use crate::network::process;
+        let Some(pid) = c.pid().map(|p| p.as_raw()) else { return };
+        let Ok(fd) = process::pidfd_open(pid) else { return };
+        let Some(cgroup) = self
+            .effective_spec(id)
+            .ok()
+            .and_then(|s| s.linux().as_ref().and_then(|l| l.cgroups_path().clone()))
+        else {
+            return;
+        };
+        let cgroup = cgroup.to_string_lossy().into_owned();
+        let ours = fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .is_ok_and(|t| t.lines().any(|l| l.ends_with(cgroup.as_str())));
+        if ours && process::pidfd_signal(&fd, libc::SIGKILL).is_ok() {
+            process::wait_exit(&fd, std::time::Duration::from_secs(10));
         }
     }
 
@@ -367,6 +395,7 @@ impl Runtime {
     ) -> Result<Container> {
         let id = req.id;
         adapt(&mut spec, meta).with_context(|| format!("create container {id}"))?;
+        let mut network = crate::network::prepare(&mut spec, &self.meta_dir(id))?;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
         // Unprivileged on cgroup v1, libcontainer cannot apply any limit
@@ -420,7 +449,19 @@ impl Runtime {
         if let Some((path, plan)) = own_limits {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
         }
-        if has_new_namespace(&spec, LinuxNamespaceType::Network) {
+        if let Some(plan) = network.as_mut() {
+            // The init waits for `start`; its network namespace exists now.
+            let pid = container
+                .pid()
+                .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?
+                .as_raw();
+            crate::network::attach(plan, id, &meta_dir, pid, &mut |name, pid, start| {
+                meta.helpers.insert(name.to_owned(), pid);
+                meta.helper_starts.insert(name.to_owned(), start);
+                self.write_meta(id, meta)
+            })
+            .with_context(|| format!("set up network mode {} for container {id}", plan.mode.as_str()))?;
+        } else if has_new_namespace(&spec, LinuxNamespaceType::Network) {
             let pid = container
                 .pid()
                 .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?;
@@ -606,8 +647,8 @@ impl Runtime {
         if let Some(a) = &c.state.annotations {
             v["annotations"] = serde_json::json!(a);
         }
-        if !meta.helpers.is_empty() {
-            v["annotations"]["run.claude-shim.helpers"] = serde_json::json!(crate::network::describe_helpers(&meta));
+        for (key, value) in crate::network::state_annotations(&meta, &self.meta_dir(c.id())) {
+            v["annotations"][key] = serde_json::json!(value);
         }
         v
     }

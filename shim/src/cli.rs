@@ -83,6 +83,79 @@ pub enum Command {
     Features(liboci_cli::Features),
     /// Write a default config.json
     Spec(liboci_cli::Spec),
+
+    // claude-shim's own verbs.
+    /// Run one command in a sandbox compiled from a policy (default: the embedded agent policy)
+    Sandbox(Sandbox),
+    /// Write the sandbox of a policy as an OCI bundle (runnable by claude-shim or runc)
+    Bundle(BundleArgs),
+    /// Prove a policy's sandbox from inside: a probe checks every defence
+    Verify(Verify),
+
+    // Internal verbs.
+    /// The probe of `verify`, run inside a sandbox (internal)
+    #[command(name = "__probe", hide = true)]
+    Probe(Probe),
+    // Internal: helpers `create` starts beside a container.
+    #[command(name = "__network", hide = true)]
+    Network(crate::network::HelperArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct Sandbox {
+    /// Policy file, or `agent` / `offline` for the embedded ones (default: agent)
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The writable working directory (default: the current one)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// A root filesystem to use instead of the host's (read-only either way)
+    #[arg(long)]
+    pub rootfs: Option<PathBuf>,
+    /// The command and its arguments
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct Verify {
+    /// Policy file, or `agent` / `offline` for the embedded ones (default: agent)
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The working directory the sandbox gets (default: the current one)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// A root filesystem to use instead of the host's
+    #[arg(long)]
+    pub rootfs: Option<PathBuf>,
+    /// Also run the same bundle under this runc-compatible runtime (repeatable), side by side
+    #[arg(long)]
+    pub runtime: Vec<PathBuf>,
+    /// Print the results as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BundleArgs {
+    /// Policy file, or `agent` / `offline` for the embedded ones (default: agent)
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The writable working directory (default: the current one)
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// A root filesystem to use instead of the host's
+    #[arg(long)]
+    pub rootfs: Option<PathBuf>,
+    /// Where to write the bundle
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Replace a non-empty --out
+    #[arg(long)]
+    pub force: bool,
+    /// The command (default: sh)
+    #[arg(last = true)]
+    pub command: Vec<String>,
 }
 
 /// `kill CONTAINER [SIGNAL]`, with runc's default signal.
@@ -130,6 +203,20 @@ pub struct Run {
     pub detach: bool,
     /// Container id, or a path to a bundle directory (a path always holds a `/`)
     pub target: String,
+}
+
+/// `__probe --expect-json JSON` (or `--expect FILE`): check the sandbox from inside.
+#[derive(Args, Debug)]
+pub struct Probe {
+    /// Read the expectations from this file
+    #[arg(long, conflicts_with = "expect_json")]
+    pub expect: Option<PathBuf>,
+    /// The expectations as JSON
+    #[arg(long)]
+    pub expect_json: Option<String>,
+    /// Print this process's capabilities as JSON (the probe's own re-exec)
+    #[arg(long, conflicts_with_all = ["expect", "expect_json"])]
+    pub print_status: bool,
 }
 
 #[derive(Args, Debug)]

@@ -8,6 +8,8 @@ mod commands;
 mod logging;
 mod network;
 mod runtime;
+mod sandbox;
+mod verify;
 
 use clap::Parser;
 
@@ -43,11 +45,23 @@ fn io_text(e: &std::io::Error) -> String {
 }
 
 fn needs_seal(cmd: &Command) -> bool {
-    matches!(cmd, Command::Create(_) | Command::Run(_) | Command::Exec(_))
+    matches!(
+        cmd,
+        Command::Create(_) | Command::Run(_) | Command::Exec(_) | Command::Sandbox(_) | Command::Verify(_)
+    )
 }
 
 fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
     use commands::*;
+    if let Command::Probe(a) = cmd {
+        // Inside a sandbox: no state root, no cgroups, nothing but the checks.
+        let args = crate::verify::probe::Args {
+            expect: a.expect.as_deref(),
+            expect_json: a.expect_json.as_deref(),
+            print_status: a.print_status,
+        };
+        return crate::verify::probe::main(&args);
+    }
     if cli.global.systemd_cgroup {
         if systemd_running() {
             anyhow::bail!("use --systemd-cgroup: this build manages cgroups through cgroupfs only");
@@ -70,6 +84,11 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Update(a) => update::update(&rt, a),
         Command::Features(_) => features::features(),
         Command::Spec(a) => spec::spec(a),
+        Command::Sandbox(a) => sandbox::sandbox(&rt, a),
+        Command::Bundle(a) => sandbox::bundle(a),
+        Command::Verify(a) => verify::verify(&rt, a),
+        Command::Probe(_) => unreachable!("handled above"),
+        Command::Network(a) => network::run_helper(a),
     }
 }
 

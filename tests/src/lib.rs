@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod engines;
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
@@ -118,23 +120,7 @@ impl Env {
     /// stderr go through files, not pipes: a container started by `create` or
     /// `run -d` keeps the runtime's stdio open for as long as it runs.
     pub fn run(&self, args: &[&str]) -> Output {
-        let out_path = self.dir.path().join(format!("{}.out", unique_id("o")));
-        let err_path = out_path.with_extension("err");
-        let status = self
-            .command(args)
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(&out_path).unwrap())
-            .stderr(fs::File::create(&err_path).unwrap())
-            .status()
-            .unwrap();
-        let output = Output {
-            status,
-            stdout: fs::read(&out_path).unwrap(),
-            stderr: fs::read(&err_path).unwrap(),
-        };
-        let _ = fs::remove_file(&out_path);
-        let _ = fs::remove_file(&err_path);
-        output
+        output_of(self.command(args), self.dir.path())
     }
 
     /// Runs and asserts success; returns stdout.
@@ -231,6 +217,28 @@ impl Env {
     pub fn assert_no_leaks(&self, id: &str) {
         assert_gone(&self.root, id);
     }
+}
+
+/// Runs a command to completion with stdin closed; stdout and stderr go
+/// through files in `scratch`, not pipes: a container started by `create` or
+/// `run -d` keeps the runtime's stdio open for as long as it runs.
+pub fn output_of(mut cmd: Command, scratch: &Path) -> Output {
+    let out_path = scratch.join(format!("{}.out", unique_id("o")));
+    let err_path = out_path.with_extension("err");
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out_path).unwrap())
+        .stderr(fs::File::create(&err_path).unwrap())
+        .status()
+        .unwrap();
+    let output = Output {
+        status,
+        stdout: fs::read(&out_path).unwrap(),
+        stderr: fs::read(&err_path).unwrap(),
+    };
+    let _ = fs::remove_file(&out_path);
+    let _ = fs::remove_file(&err_path);
+    output
 }
 
 pub fn set_args(v: &mut Value, args: &[&str]) {

@@ -51,7 +51,10 @@ fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result
 pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
     let id = &args.container_id;
     rt.load(id)?;
-    let process = process_from_args(rt, args, args.tty)?;
+    let mut process = process_from_args(rt, args, args.tty)?;
+    if let Some(meta) = rt.read_meta(id) {
+        crate::admin::tighten_exec(&meta, &rt.effective_spec(id)?, &mut process);
+    }
     let terminal = process.terminal().unwrap_or(false);
     let own_console = terminal && !args.detach && args.console_socket.is_none();
     let meta_dir = rt.meta_dir(id);
@@ -88,5 +91,14 @@ pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
         None => None,
     };
     drop(console);
-    foreground::wait(pid, &signals, master, &mut Some)
+    foreground::wait(
+        pid,
+        &signals,
+        master,
+        foreground::Forwarding {
+            map: &mut Some,
+            grace: None,
+            pending: None,
+        },
+    )
 }

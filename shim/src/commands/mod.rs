@@ -5,5 +5,7 @@ pub mod exec;
 pub mod features;
 pub mod info;
 pub mod run;
+pub mod sandbox;
 pub mod spec;
 pub mod update;
+pub mod verify;

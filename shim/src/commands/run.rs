@@ -46,8 +46,9 @@ pub fn run(rt: &Runtime, args: &crate::cli::Run) -> Result<i32> {
         no_pivot: args.no_pivot,
         detach: args.detach,
         keep: args.keep,
+        stdio: None,
     };
-    run_bundle(rt, &opts, &crate::admin::apply, &mut Some)
+    run_bundle(rt, opts, &crate::admin::apply, &mut Some, None)
 }
 
 pub struct RunOptions<'a> {
@@ -59,14 +60,17 @@ pub struct RunOptions<'a> {
     pub no_pivot: bool,
     pub detach: bool,
     pub keep: bool,
+    /// stdin, stdout, stderr for the container; None shares ours.
+    pub stdio: Option<[std::os::fd::OwnedFd; 3]>,
 }
 
 /// The shared body of `run` and `sandbox`.
 pub fn run_bundle(
     rt: &Runtime,
-    o: &RunOptions<'_>,
-    adapt: &dyn Fn(&mut libcontainer::oci_spec::runtime::Spec, &crate::runtime::Meta) -> Result<()>,
+    o: RunOptions<'_>,
+    adapt: crate::runtime::Adapt<'_>,
     on_signal: &mut dyn FnMut(Signal) -> Option<Signal>,
+    grace: Option<std::time::Duration>,
 ) -> Result<i32> {
     let own_console = !o.detach && o.console_socket.is_none() && wants_terminal(o.bundle);
     let console = if own_console {
@@ -83,7 +87,7 @@ pub fn run_bundle(
         console_socket: console.as_ref().map(|c| c.path.as_path()).or(o.console_socket),
         preserve_fds: o.preserve_fds,
         no_pivot: o.no_pivot,
-        stdio: None,
+        stdio: o.stdio,
     };
     let container = rt.create(req, adapt)?;
     let pid = container.pid().context("read the init pid of the new container")?;
@@ -108,7 +112,12 @@ pub fn run_bundle(
         return Err(e);
     }
     let Some(signals) = signals else { return Ok(0) };
-    let code = foreground::wait(pid, &signals, master, on_signal);
+    let fwd = foreground::Forwarding {
+        map: on_signal,
+        grace,
+        pending: foreground::deferred_signal(),
+    };
+    let code = foreground::wait(pid, &signals, master, fwd);
     if !o.keep {
         if let Err(e) = rt.delete(o.id, true) {
             tracing::warn!("{e:#}");

@@ -1,7 +1,9 @@
 //! The code that runs last in a container process, just before `execve`: it
 //! re-applies the container's seccomp profile to processes started by `exec`
-//! (libcontainer 0.7 builds their spec without it) and checks, from inside,
-//! that what was asked for is in force. bubblewrap's lesson: check what you applied.
+//! (libcontainer 0.7 builds their spec without it), stacks the admin policy's
+//! filter on every process (the kernel then applies the stricter of the two
+//! answers to each call), and checks, from inside, that what was asked for is
+//! in force. bubblewrap's lesson: check what you applied.
 
 use std::collections::HashMap;
 
@@ -12,6 +14,8 @@ use libcontainer::workload::{Executor, ExecutorError, ExecutorSetEnvsError, Exec
 pub struct ShimExecutor {
     /// The container's profile, to load in an `exec`ed process.
     pub tenant_seccomp: Option<LinuxSeccomp>,
+    /// Filters loaded after the spec's own, in every process (Meta.stacked_seccomp).
+    pub stacked_seccomp: Vec<LinuxSeccomp>,
     /// A seccomp filter must be in force at exec.
     pub expect_seccomp: bool,
     /// no_new_privs must be set at exec.
@@ -23,11 +27,11 @@ fn fail(msg: String) -> ExecutorError {
 }
 
 impl ShimExecutor {
-    fn load_tenant_seccomp(&self, seccomp: &LinuxSeccomp) -> Result<(), ExecutorError> {
+    fn load_filter(&self, seccomp: &LinuxSeccomp, what: &str) -> Result<(), ExecutorError> {
         if libcontainer::seccomp::is_notify(seccomp) {
-            return Err(fail(
-                "seccomp notify rules are not supported for exec'd processes".into(),
-            ));
+            return Err(fail(format!(
+                "load {what}: seccomp notify rules are not supported here"
+            )));
         }
         // Capabilities are already dropped here, so the kernel admits a filter
         // only with no_new_privs. Setting it is the fail-closed choice: the
@@ -38,7 +42,7 @@ impl ShimExecutor {
         }
         libcontainer::seccomp::initialize_seccomp(seccomp)
             .map(|_| ())
-            .map_err(|err| fail(format!("load the container's seccomp profile: {err}")))
+            .map_err(|err| fail(format!("load {what}: {err}")))
     }
 
     fn check_applied(&self) -> Result<(), ExecutorError> {
@@ -65,7 +69,10 @@ impl ShimExecutor {
 impl Executor for ShimExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         if let Some(seccomp) = &self.tenant_seccomp {
-            self.load_tenant_seccomp(seccomp)?;
+            self.load_filter(seccomp, "the container's seccomp profile")?;
+        }
+        for seccomp in &self.stacked_seccomp {
+            self.load_filter(seccomp, "the admin policy's seccomp profile")?;
         }
         self.check_applied()?;
         libcontainer::workload::default::get_executor().exec(spec)

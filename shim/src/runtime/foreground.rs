@@ -130,14 +130,42 @@ pub fn exit_code(status: WaitStatus) -> Option<i32> {
     }
 }
 
-/// Waits for `pid`, forwarding each signal as `policy` maps it (None drops it), relaying `master`
+/// How a foreground wait treats signals.
+pub struct Forwarding<'a> {
+    /// Maps each signal to the one forwarded (None drops it).
+    pub map: &'a mut dyn FnMut(Signal) -> Option<Signal>,
+    /// After a terminating signal was forwarded, SIGKILL the process if it is
+    /// still alive this much later (pid 1 of a namespace ignores signals it has
+    /// no handler for, so Ctrl-C alone may not end it).
+    pub grace: Option<std::time::Duration>,
+    /// A signal that arrived before the wait began, forwarded first.
+    pub pending: Option<Signal>,
+}
+
+fn is_termination(sig: Signal) -> bool {
+    matches!(sig, Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT)
+}
+
+/// Waits for `pid`, forwarding signals as `fwd` says, relaying `master`
 /// (a pty master) to our stdin/stdout when given.
-pub fn wait(
-    pid: Pid,
-    signals: &SignalFd,
-    master: Option<OwnedFd>,
-    policy: &mut dyn FnMut(Signal) -> Option<Signal>,
-) -> Result<i32> {
+pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwarding<'_>) -> Result<i32> {
+    let Forwarding {
+        map: policy,
+        grace,
+        pending,
+    } = fwd;
+    let mut kill_at: Option<std::time::Instant> = None;
+    let mut forward = |sig: Signal, kill_at: &mut Option<std::time::Instant>| {
+        if let Some(s) = policy(sig) {
+            let _ = kill(pid, s);
+            if let (Some(g), true, None) = (grace, is_termination(s), *kill_at) {
+                *kill_at = Some(std::time::Instant::now() + g);
+            }
+        }
+    };
+    if let Some(sig) = pending {
+        forward(sig, &mut kill_at);
+    }
     let stdin = std::io::stdin();
     let _raw = match &master {
         Some(m) if nix::unistd::isatty(stdin.as_raw_fd()).unwrap_or(false) => {
@@ -172,10 +200,21 @@ pub fn wait(
         // After the process is gone, drain what the pty still holds, briefly.
         let timeout = if status.is_some() {
             PollTimeout::from(100u16)
+        } else if let Some(at) = kill_at {
+            let left = at.saturating_duration_since(std::time::Instant::now()).as_millis();
+            PollTimeout::try_from(left.min(60_000) as i32).unwrap_or(PollTimeout::ZERO)
         } else {
             PollTimeout::NONE
         };
         match poll(&mut fds, timeout) {
+            Ok(0) if status.is_none() => {
+                if kill_at.is_some_and(|at| std::time::Instant::now() >= at) {
+                    tracing::warn!("process {pid} outlived the grace period after a termination signal; killing it");
+                    let _ = kill(pid, Signal::SIGKILL);
+                    kill_at = None;
+                }
+                continue;
+            }
             Ok(0) => {
                 master_open = false;
                 continue;
@@ -204,11 +243,7 @@ pub fn wait(
                             copy_winsize(stdin.as_raw_fd(), m.as_raw_fd());
                         }
                     }
-                    other => {
-                        if let Some(s) = policy(other) {
-                            let _ = kill(pid, s);
-                        }
-                    }
+                    other => forward(other, &mut kill_at),
                 }
             }
         }
@@ -230,13 +265,32 @@ pub fn wait(
                 }
             }
         }
-        if status.is_none() && master.is_none() {
-            // Catch an exit that raced with blocking the signals.
-            if let Some(code) = reap(pid)? {
-                status = Some(code);
-            }
-        }
     }
+}
+
+static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn remember(sig: libc::c_int) {
+    CAUGHT.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Until the foreground wait takes over, SIGINT/SIGTERM/SIGHUP are only
+/// remembered, so a Ctrl-C during create cannot kill claude-shim half-way and
+/// leave a container behind. Handlers (unlike ignored or blocked signals) do
+/// not survive the container's execve.
+pub fn defer_termination() -> Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler};
+    let action = SigAction::new(SigHandler::Handler(remember), SaFlags::SA_RESTART, SigSet::empty());
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { sigaction(sig, &action) }.with_context(|| format!("handle {sig}"))?;
+    }
+    Ok(())
+}
+
+/// The termination signal that arrived while deferred, if any.
+pub fn deferred_signal() -> Option<Signal> {
+    Signal::try_from(CAUGHT.load(std::sync::atomic::Ordering::SeqCst)).ok()
 }
 
 fn write_all(fd: RawFd, mut data: &[u8]) {

@@ -33,7 +33,64 @@ pub fn apply(spec: &mut Spec, caller: &Caller) -> Result<Vec<String>> {
     if !caller.may_raise_rlimits {
         warnings.extend(clamp_rlimits(spec, current_hard_limit)?);
     }
+    if wants_read_only_cgroup_mount(spec) && uses_cgroup_v1_mounts()? {
+        read_only_cgroup_v1(spec, &v1_hierarchies()?);
+    }
     Ok(warnings)
+}
+
+/// Whether the spec mounts the cgroup filesystem read-only, as every engine's
+/// default spec does for an unprivileged container.
+fn wants_read_only_cgroup_mount(spec: &Spec) -> bool {
+    spec.mounts()
+        .iter()
+        .flatten()
+        .any(|m| m.typ().as_deref() == Some("cgroup") && m.options().iter().flatten().any(|o| o == "ro"))
+}
+
+/// libcontainer mounts cgroup v1 (and hybrid) hierarchies its own way, below.
+fn uses_cgroup_v1_mounts() -> Result<bool> {
+    let setup = libcgroups::common::get_cgroup_setup().context("read the cgroup setup of this machine")?;
+    Ok(!matches!(setup, libcgroups::common::CgroupSetup::Unified))
+}
+
+/// The host's cgroup v1 mount points, as libcontainer lists them to mount each
+/// into the container.
+fn v1_hierarchies() -> Result<Vec<PathBuf>> {
+    libcgroups::v1::util::list_subsystem_mount_points().context("list the cgroup v1 hierarchies of this machine")
+}
+
+/// On cgroup v1, libcontainer 0.7 bind-mounts each hierarchy into the
+/// container "rw" whatever the spec's cgroup mount says, so a container's root
+/// can rewrite its own limits (pids.max, memory.limit_in_bytes) where runc
+/// would give EROFS. Listing the tmpfs and every hierarchy as read-only paths
+/// makes libcontainer remount each of them read-only, nosuid, nodev and noexec
+/// once all mounts are done (missing ones are skipped).
+pub fn read_only_cgroup_v1(spec: &mut Spec, hierarchies: &[PathBuf]) {
+    let Some(dest) = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .find(|m| m.typ().as_deref() == Some("cgroup") && m.options().iter().flatten().any(|o| o == "ro"))
+        .map(|m| m.destination().clone())
+    else {
+        return;
+    };
+    let mut paths = vec![dest.clone()];
+    for h in hierarchies {
+        if let (true, Some(name)) = (h.starts_with("/sys/fs/cgroup"), h.file_name()) {
+            paths.push(dest.join(name));
+        }
+    }
+    let Some(linux) = spec.linux_mut() else { return };
+    let mut readonly = linux.readonly_paths().clone().unwrap_or_default();
+    for p in paths {
+        let p = p.to_string_lossy().into_owned();
+        if !readonly.contains(&p) {
+            readonly.push(p);
+        }
+    }
+    linux.set_readonly_paths(Some(readonly));
 }
 
 /// `"noNewPrivileges": false` is the OCI default, but libcontainer takes the
@@ -408,6 +465,43 @@ mod tests {
         let rl = spec.process().as_ref().unwrap().rlimits().as_ref().unwrap();
         assert_eq!((rl[0].soft(), rl[0].hard()), (524_288, 524_288));
         assert_eq!((rl[1].soft(), rl[1].hard()), (0, 0));
+    }
+
+    #[test]
+    fn cgroup_v1_hierarchies_become_read_only_paths() {
+        let mut spec = Spec::default();
+        let hierarchies: Vec<PathBuf> = ["/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/memory", "/elsewhere/x"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert!(
+            wants_read_only_cgroup_mount(&spec),
+            "the default spec mounts cgroups ro"
+        );
+        read_only_cgroup_v1(&mut spec, &hierarchies);
+        read_only_cgroup_v1(&mut spec, &hierarchies);
+        let ro = spec.linux().as_ref().unwrap().readonly_paths().clone().unwrap();
+        let ours: Vec<&String> = ro.iter().filter(|p| p.starts_with("/sys/fs/cgroup")).collect();
+        assert_eq!(
+            ours,
+            ["/sys/fs/cgroup", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/memory"],
+            "once each, host paths outside /sys/fs/cgroup ignored"
+        );
+    }
+
+    #[test]
+    fn rw_cgroup_mount_is_left_alone() {
+        let mut spec = Spec::default();
+        let mut mounts = spec.mounts().clone().unwrap();
+        for m in mounts.iter_mut().filter(|m| m.typ().as_deref() == Some("cgroup")) {
+            let opts: Vec<String> = m.options().clone().unwrap().into_iter().filter(|o| o != "ro").collect();
+            m.set_options(Some(opts));
+        }
+        spec.set_mounts(Some(mounts));
+        assert!(!wants_read_only_cgroup_mount(&spec));
+        let before = spec.linux().as_ref().unwrap().readonly_paths().clone();
+        read_only_cgroup_v1(&mut spec, &[PathBuf::from("/sys/fs/cgroup/memory")]);
+        assert_eq!(spec.linux().as_ref().unwrap().readonly_paths(), &before);
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //!                              reads, meta.json (the engine's bundle, helper
 //!                              pids), and a lock held while `create` runs.
 
+pub mod cgroup_v1_unprivileged;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
+pub mod loopback;
 pub mod seal;
 
 use std::collections::HashMap;
@@ -24,7 +26,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt};
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::{Container, ContainerStatus};
-use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, Spec};
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, LinuxSeccomp, Spec};
 use libcontainer::syscall::syscall::SyscallType;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::Signal as NixSignal;
@@ -45,7 +47,23 @@ pub struct Meta {
     /// Processes claude-shim started beside the container (pasta, proxy), by name.
     #[serde(default)]
     pub helpers: HashMap<String, i32>,
+    /// The admin policy applied at create (shim/src/admin.rs), if any; exec'd
+    /// processes are held to it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_policy: Option<PathBuf>,
+    /// Seccomp filters every process of the container loads on top of the
+    /// spec's own (the admin policy's), already adapted for libcontainer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacked_seccomp: Vec<LinuxSeccomp>,
+    /// Each helper's start time (/proc/<pid>/stat field 22), so that a pid
+    /// reused by another process is never taken for the helper.
+    #[serde(default)]
+    pub helper_starts: HashMap<String, u64>,
 }
+
+/// What may adapt a spec at create, after the guards and before libcontainer
+/// sees it (the admin policy; `sandbox` compiles its own).
+pub type Adapt<'a> = &'a dyn Fn(&mut Spec, &mut Meta) -> Result<()>;
 
 pub struct Runtime {
     pub root: PathBuf,
@@ -213,6 +231,7 @@ impl Runtime {
         if dir.join("state.json").exists() {
             match Container::load(dir.clone()) {
                 Ok(mut c) => {
+                    self.end_init(id, &c);
                     if let Err(e) = c.delete(true) {
                         errors.push(format!("delete container {id}: {e}"));
                     }
@@ -246,6 +265,29 @@ impl Runtime {
         }
     }
 
+    /// libcontainer gives a killed init about 100 ms to leave its cgroups; on
+    /// a busy machine (many network namespaces torn down at once) that is not
+    /// enough. So the init is killed and waited for first, if its pid is
+    /// still in the container's cgroup (a reused pid is not).
+    fn end_init(&self, id: &str, c: &Container) {
+        use crate::network::process;
+        let Some(pid) = c.pid().map(|p| p.as_raw()) else { return };
+        let Ok(fd) = process::pidfd_open(pid) else { return };
+        let Some(cgroup) = self
+            .effective_spec(id)
+            .ok()
+            .and_then(|s| s.linux().as_ref().and_then(|l| l.cgroups_path().clone()))
+        else {
+            return;
+        };
+        let cgroup = cgroup.to_string_lossy().into_owned();
+        let ours = fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .is_ok_and(|t| t.lines().any(|l| l.ends_with(cgroup.as_str())));
+        if ours && process::pidfd_signal(&fd, libc::SIGKILL).is_ok() {
+            process::wait_exit(&fd, std::time::Duration::from_secs(10));
+        }
+    }
+
     /// Loads a container, or says it does not exist.
     pub fn load(&self, id: &str) -> Result<Container> {
         validate_id(id)?;
@@ -270,7 +312,7 @@ impl Runtime {
 
     /// Reads and adapts the bundle's config.json, writes the effective copy,
     /// and has libcontainer create the container (its init waits for `start`).
-    pub fn create(&self, req: CreateRequest<'_>, adapt: &dyn Fn(&mut Spec, &Meta) -> Result<()>) -> Result<Container> {
+    pub fn create(&self, req: CreateRequest<'_>, adapt: Adapt<'_>) -> Result<Container> {
         validate_id(req.id)?;
         let id = req.id;
         let bundle = fs::canonicalize(req.bundle).with_context(|| format!("open bundle {}", req.bundle.display()))?;
@@ -330,12 +372,12 @@ impl Runtime {
         }
 
         let _lock = self.claim(id)?;
-        let meta = Meta {
+        let mut meta = Meta {
             bundle: bundle.clone(),
             rootfs,
-            helpers: HashMap::new(),
+            ..Meta::default()
         };
-        let result = self.create_claimed(req, spec, &meta, adapt);
+        let result = self.create_claimed(req, spec, &mut meta, adapt);
         if result.is_err() {
             if let Err(e) = self.remove_leftovers(id) {
                 tracing::warn!("clean up after the failed create of {id}: {e}");
@@ -348,13 +390,28 @@ impl Runtime {
         &self,
         req: CreateRequest<'_>,
         mut spec: Spec,
-        meta: &Meta,
-        adapt: &dyn Fn(&mut Spec, &Meta) -> Result<()>,
+        meta: &mut Meta,
+        adapt: Adapt<'_>,
     ) -> Result<Container> {
         let id = req.id;
-        adapt(&mut spec, meta)?;
+        adapt(&mut spec, meta).with_context(|| format!("create container {id}"))?;
+        let mut network = crate::network::prepare(&mut spec, &self.meta_dir(id))?;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
+        // Unprivileged on cgroup v1, libcontainer cannot apply any limit
+        // (see cgroup_v1_unprivileged); the runtime does, before the start.
+        let mut own_limits = None;
+        if !is_root() && cgroup_v1_unprivileged::is_v1() {
+            if let Some(linux) = spec.linux_mut() {
+                if let Some(resources) = linux.resources().clone() {
+                    let plan =
+                        cgroup_v1_unprivileged::plan(&resources).with_context(|| format!("create container {id}"))?;
+                    let path = linux.cgroups_path().clone().unwrap_or_default();
+                    linux.set_resources(None);
+                    own_limits = Some((path, plan));
+                }
+            }
+        }
         let effective = meta_dir.join("config.json");
         spec.save(&effective)
             .map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
@@ -363,7 +420,8 @@ impl Runtime {
         let nnp = spec.process().as_ref().and_then(|p| p.no_new_privileges()) == Some(true);
         let executor = ShimExecutor {
             tenant_seccomp: None,
-            expect_seccomp: seccomp.is_some(),
+            stacked_seccomp: meta.stacked_seccomp.clone(),
+            expect_seccomp: seccomp.is_some() || !meta.stacked_seccomp.is_empty(),
             expect_no_new_privs: nnp,
         };
         let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
@@ -388,6 +446,35 @@ impl Runtime {
             .with_no_pivot(req.no_pivot)
             .build()
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
+        if let Some((path, plan)) = own_limits {
+            cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
+        }
+        if let Some(plan) = network.as_mut() {
+            // The init waits for `start`; its network namespace exists now.
+            let pid = container
+                .pid()
+                .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?
+                .as_raw();
+            crate::network::attach(plan, id, &meta_dir, pid, &mut |name, pid, start| {
+                meta.helpers.insert(name.to_owned(), pid);
+                meta.helper_starts.insert(name.to_owned(), start);
+                self.write_meta(id, meta)
+            })
+            .with_context(|| format!("set up network mode {} for container {id}", plan.mode.as_str()))?;
+        } else if has_new_namespace(&spec, LinuxNamespaceType::Network) {
+            let pid = container
+                .pid()
+                .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?;
+            if is_root() {
+                loopback::bring_up(pid).with_context(|| format!("create container {id}"))?;
+            } else {
+                // The init is not dumpable before its execve, so an unprivileged
+                // runtime may not open its /proc/<pid>/ns files (ptrace access).
+                tracing::debug!(
+                    "lo of container {id} stays down: an unprivileged runtime cannot enter it before start"
+                );
+            }
+        }
         Ok(container)
     }
 
@@ -560,8 +647,8 @@ impl Runtime {
         if let Some(a) = &c.state.annotations {
             v["annotations"] = serde_json::json!(a);
         }
-        if !meta.helpers.is_empty() {
-            v["annotations"]["run.claude-shim.helpers"] = serde_json::json!(crate::network::describe_helpers(&meta));
+        for (key, value) in crate::network::state_annotations(&meta, &self.meta_dir(c.id())) {
+            v["annotations"][key] = serde_json::json!(value);
         }
         v
     }
@@ -642,9 +729,11 @@ impl Runtime {
             join_user_namespace(pid.as_raw()).with_context(|| format!("exec in container {id}"))?;
         }
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
+        let stacked = self.read_meta(id).unwrap_or_default().stacked_seccomp;
         let executor = ShimExecutor {
-            expect_seccomp: seccomp.is_some(),
+            expect_seccomp: seccomp.is_some() || !stacked.is_empty(),
             tenant_seccomp: seccomp,
+            stacked_seccomp: stacked,
             expect_no_new_privs: false,
         };
         let mut builder = ContainerBuilder::new(id.to_owned(), SyscallType::default())

@@ -26,10 +26,6 @@ pub fn ensure_sealed() -> Result<()> {
 }
 
 /// The binary on disk (not the memfd copy).
-#[expect(
-    dead_code,
-    reason = "for the helpers and the probe, which start from the binary on disk"
-)]
 pub fn exe_on_disk() -> Result<std::path::PathBuf> {
     match std::env::var_os(EXE_ENV) {
         Some(p) => Ok(p.into()),

@@ -1,0 +1,476 @@
+//! The filesystem pass: the root (the host's `/` or a rootfs, read-only), the
+//! skeleton that gives the host's top-level entries mount points in the
+//! bundle, and the mounts in the order the runtime must apply them (parents
+//! first): the host's top-level directories read-only, kernel filesystems,
+//! private /tmp and /run, masked paths, extra binds, the working directory,
+//! protected paths read-only on top, and hidden secrets last.
+
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{Mount, MountBuilder, Root, RootBuilder};
+
+use super::{depth, CompileError, Ctx, PathKind, Placeholder, SkeletonEntry};
+use crate::policy::values::{Access, RootSource};
+
+/// Top-level names of the host that get their own filesystem inside (or
+/// nothing, for lost+found), never a bind of the host's.
+const NOT_BOUND: &[&str] = &["proc", "sys", "dev", "tmp", "run", "lost+found"];
+
+/// Directory trees the kernel provides; nothing of the host's is bound there.
+const PSEUDO: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// Where the sandbox has fresh tmpfs of its own: host content there is not
+/// visible, so masking it is moot.
+const PRIVATE_TMPFS: &[&str] = &["/tmp", "/var/tmp", "/run"];
+
+/// runc's and podman's masked paths, plus the sysfs entries that leak host
+/// hardware state (powercap: energy counters behind Platypus, CVE-2020-8694).
+pub const MASKED_PATHS: &[&str] = &[
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/interrupts",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/sys/dev/block",
+    "/sys/devices/virtual/powercap",
+    "/sys/firmware",
+    "/sys/fs/selinux",
+];
+
+/// runc's read-only paths (/sys is mounted read-only as a whole).
+pub const READONLY_PATHS: &[&str] = &["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"];
+
+/// Names of the working directory's files that read as empty (`hide_env_files`).
+pub fn is_env_file(name: &str) -> bool {
+    name == ".env" || name.starts_with(".env.")
+}
+
+/// How deep and how many .env files are looked for; more is refused rather
+/// than half-hidden.
+pub const ENV_FILE_DEPTH: usize = 8;
+pub const ENV_FILE_LIMIT: usize = 1000;
+
+const RO_BIND: &[&str] = &["rbind", "ro", "rro", "nosuid", "nodev"];
+const RW_BIND: &[&str] = &["rbind", "nosuid", "nodev"];
+const HIDE_FILE: &[&str] = &["bind", "ro"];
+const HIDE_DIR: &[&str] = &["ro", "nosuid", "nodev", "noexec", "mode=0755", "size=4k"];
+
+pub(crate) struct Filesystem {
+    pub root: Root,
+    pub mounts: Vec<Mount>,
+    pub skeleton: Vec<SkeletonEntry>,
+    pub placeholders: Vec<Placeholder>,
+    pub masked_paths: Vec<String>,
+    pub readonly_paths: Vec<String>,
+}
+
+/// The order among mounts of equal depth: a later layer goes on top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Layer {
+    Base,
+    Bind,
+    Protected,
+    Hidden,
+}
+
+fn mount(dest: &Path, typ: &str, source: &Path, options: &[&str]) -> Mount {
+    MountBuilder::default()
+        .destination(dest)
+        .typ(typ)
+        .source(source)
+        .options(options.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        .build()
+        .expect("a mount with destination, type, source and options is complete")
+}
+
+fn bind(path: &Path, options: &[&str]) -> Mount {
+    mount(path, "bind", path, options)
+}
+
+fn tmpfs(dest: &Path, options: &[&str]) -> Mount {
+    mount(dest, "tmpfs", Path::new("tmpfs"), options)
+}
+
+/// The kind of `path` with a final symlink followed (bounded), as a mount
+/// destination would see it in host mode.
+fn resolved_kind(ctx: &Ctx<'_>, path: &Path) -> Option<PathKind> {
+    let mut p = path.to_path_buf();
+    for _ in 0..16 {
+        match ctx.host.kind(&p)? {
+            PathKind::Symlink(target) => {
+                p = if target.is_absolute() {
+                    target
+                } else {
+                    p.parent().unwrap_or(Path::new("/")).join(target)
+                };
+            }
+            k => return Some(k),
+        }
+    }
+    None
+}
+
+struct Builder<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    mounts: Vec<(Layer, Mount)>,
+    skeleton: Vec<SkeletonEntry>,
+    placeholders: Vec<Placeholder>,
+    /// Host trees visible inside (host root: `/`; rootfs: the binds).
+    visible: Vec<PathBuf>,
+}
+
+impl Builder<'_, '_> {
+    fn push(&mut self, layer: Layer, m: Mount) {
+        self.mounts.push((layer, m));
+    }
+
+    fn is_visible(&self, p: &Path) -> bool {
+        if PSEUDO.iter().chain(PRIVATE_TMPFS).any(|x| p.starts_with(x)) {
+            // Only what the sandbox itself binds there is visible.
+            return self.visible.iter().any(|v| v != Path::new("/") && p.starts_with(v));
+        }
+        self.visible.iter().any(|v| p.starts_with(v))
+    }
+
+    fn host_layout(&mut self) -> Result<(), CompileError> {
+        let entries = self
+            .ctx
+            .host
+            .read_dir(Path::new("/"))
+            .map_err(|e| CompileError::Invocation(format!("list the host's root directory /: {e}")))?;
+        let mut entries = entries;
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for name in ["dev", "proc", "sys", "tmp", "run"] {
+            if !entries.iter().any(|(n, k)| n == name && *k == PathKind::Dir) {
+                self.skeleton.push(SkeletonEntry::Dir(PathBuf::from(name)));
+            }
+        }
+        for (name, kind) in entries {
+            let rel = PathBuf::from(&name);
+            let abs = Path::new("/").join(&name);
+            let bound = !name.to_str().is_some_and(|n| NOT_BOUND.contains(&n));
+            match kind {
+                PathKind::Dir => {
+                    self.skeleton.push(SkeletonEntry::Dir(rel));
+                    if bound {
+                        self.push(Layer::Base, bind(&abs, RO_BIND));
+                    }
+                }
+                PathKind::Symlink(target) => self.skeleton.push(SkeletonEntry::Symlink { path: rel, target }),
+                PathKind::File if bound => {
+                    self.skeleton.push(SkeletonEntry::File(rel));
+                    self.push(Layer::Base, bind(&abs, RO_BIND));
+                }
+                PathKind::File | PathKind::Other => {}
+            }
+        }
+        self.skeleton.sort_by(|a, b| skeleton_path(a).cmp(skeleton_path(b)));
+        Ok(())
+    }
+
+    fn kernel_and_tmp(&mut self, rootfs: Option<&Path>) {
+        let b = Layer::Base;
+        self.push(
+            b,
+            mount(
+                Path::new("/proc"),
+                "proc",
+                Path::new("proc"),
+                &["nosuid", "noexec", "nodev"],
+            ),
+        );
+        self.push(
+            b,
+            mount(
+                Path::new("/sys"),
+                "sysfs",
+                Path::new("sysfs"),
+                &["nosuid", "noexec", "nodev", "ro"],
+            ),
+        );
+        self.push(
+            b,
+            tmpfs(Path::new("/dev"), &["nosuid", "strictatime", "mode=755", "size=65536k"]),
+        );
+        let mut pts = vec!["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"];
+        if !self.ctx.userns {
+            // The tty group; unmapped (and refused) inside a user namespace.
+            pts.push("gid=5");
+        }
+        self.push(b, mount(Path::new("/dev/pts"), "devpts", Path::new("devpts"), &pts));
+        self.push(
+            b,
+            tmpfs(
+                Path::new("/dev/shm"),
+                &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+            ),
+        );
+        self.push(
+            b,
+            mount(
+                Path::new("/dev/mqueue"),
+                "mqueue",
+                Path::new("mqueue"),
+                &["nosuid", "noexec", "nodev"],
+            ),
+        );
+        self.push(b, tmpfs(Path::new("/tmp"), &["nosuid", "nodev", "mode=1777"]));
+        let var_tmp = match rootfs {
+            None => resolved_kind(self.ctx, Path::new("/var/tmp")),
+            Some(r) => self.ctx.host.kind(&r.join("var/tmp")),
+        };
+        if var_tmp == Some(PathKind::Dir) {
+            self.push(b, tmpfs(Path::new("/var/tmp"), &["nosuid", "nodev", "mode=1777"]));
+        }
+        self.push(b, tmpfs(Path::new("/run"), &["nosuid", "nodev", "mode=755"]));
+    }
+
+    fn extra_binds(&mut self) -> Result<(), CompileError> {
+        let fs = &self.ctx.policy.filesystem;
+        let home = &self.ctx.inv.home;
+        let workdir = &self.ctx.inv.workdir;
+        let hidden: Vec<PathBuf> = fs.hidden_paths().iter().map(|h| h.expand(home)).collect();
+        for (field, list, options) in [("writable", &fs.writable, RW_BIND), ("readonly", &fs.readonly, RO_BIND)] {
+            for (i, b) in list.iter().enumerate() {
+                let field = format!("filesystem.{field}[{i}]");
+                let path = b.path.expand(home);
+                if let Some(h) = hidden.iter().find(|h| path.starts_with(h)) {
+                    return Err(self.ctx.field_error(
+                        field,
+                        format!("{} lies under the hidden path {}", path.display(), h.display()),
+                    ));
+                }
+                if path == *workdir {
+                    continue;
+                }
+                if PSEUDO.iter().any(|p| path.starts_with(p)) || path == Path::new("/") {
+                    return Err(self
+                        .ctx
+                        .field_error(field, format!("{} cannot be bound", path.display())));
+                }
+                match self.ctx.host.kind(&path) {
+                    Some(_) => {}
+                    None if b.optional => continue,
+                    None => {
+                        return Err(self.ctx.field_error(
+                            field,
+                            format!(
+                                "{} does not exist (a leading \"?\" skips a missing path)",
+                                path.display()
+                            ),
+                        ));
+                    }
+                }
+                self.visible.push(path.clone());
+                self.push(Layer::Bind, bind(&path, options));
+            }
+        }
+        Ok(())
+    }
+
+    fn workdir(&mut self) -> Result<(), CompileError> {
+        let wd = self.ctx.inv.workdir.clone();
+        let bad = |m: String| Err(CompileError::Invocation(m));
+        if wd == Path::new("/") {
+            return bad("use / as the working directory: it would make the whole host writable".to_owned());
+        }
+        if PSEUDO.iter().any(|p| wd.starts_with(p)) {
+            return bad(format!(
+                "use {} as the working directory: it is a kernel filesystem",
+                wd.display()
+            ));
+        }
+        match self.ctx.host.kind(&wd) {
+            Some(PathKind::Dir) => {}
+            Some(PathKind::Symlink(_)) => {
+                return bad(format!(
+                    "use working directory {}: it is a symlink; pass the resolved path",
+                    wd.display()
+                ))
+            }
+            Some(_) => return bad(format!("use working directory {}: it is not a directory", wd.display())),
+            None => return bad(format!("use working directory {}: it does not exist", wd.display())),
+        }
+        let home = &self.ctx.inv.home;
+        for h in self.ctx.policy.filesystem.hidden_paths() {
+            let hp = h.expand(home);
+            if wd.starts_with(&hp) {
+                return Err(self.ctx.field_error(
+                    "filesystem.hidden",
+                    format!(
+                        "the working directory {} lies under the hidden path {}",
+                        wd.display(),
+                        hp.display()
+                    ),
+                ));
+            }
+        }
+        let options = match self.ctx.policy.filesystem.workdir {
+            Access::Rw => RW_BIND,
+            Access::Ro => RO_BIND,
+        };
+        self.visible.push(wd.clone());
+        self.push(Layer::Bind, bind(&wd, options));
+        Ok(())
+    }
+
+    fn masked(&mut self) {
+        for m in self.ctx.policy.filesystem.masked_paths() {
+            if !self.is_visible(&m) {
+                continue;
+            }
+            match resolved_kind(self.ctx, &m) {
+                Some(PathKind::Dir) => self.push(Layer::Bind, tmpfs(&m, HIDE_DIR)),
+                Some(PathKind::File) | Some(PathKind::Other) => {
+                    self.push(Layer::Bind, mount(&m, "bind", Path::new("/dev/null"), HIDE_FILE))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn protected(&mut self) {
+        let wd = self.ctx.inv.workdir.clone();
+        for p in self.ctx.policy.filesystem.protected_paths() {
+            let path = wd.join(&p.path);
+            match self.ctx.host.kind(&path) {
+                Some(_) => self.push(Layer::Protected, bind(&path, RO_BIND)),
+                None => {
+                    let parent_is_dir = path
+                        .parent()
+                        .is_some_and(|d| self.ctx.host.kind(d) == Some(PathKind::Dir));
+                    if parent_is_dir {
+                        self.placeholders.push(Placeholder {
+                            path: path.clone(),
+                            dir: p.dir,
+                        });
+                        self.push(Layer::Protected, bind(&path, RO_BIND));
+                    }
+                }
+            }
+        }
+    }
+
+    fn hidden(&mut self) -> Result<(), CompileError> {
+        let home = self.ctx.inv.home.clone();
+        for h in self.ctx.policy.filesystem.hidden_paths() {
+            let path = h.expand(&home);
+            if !self.is_visible(&path) {
+                continue;
+            }
+            self.hide(&path);
+        }
+        if self.ctx.policy.filesystem.hide_env_files {
+            let wd = &self.ctx.inv.workdir;
+            let found = self
+                .ctx
+                .host
+                .find(wd, &is_env_file, ENV_FILE_DEPTH, ENV_FILE_LIMIT)
+                .map_err(|e| CompileError::Invocation(format!("look for .env files under {}: {e}", wd.display())))?;
+            if found.len() >= ENV_FILE_LIMIT {
+                return Err(self.ctx.field_error(
+                    "filesystem.hide_env_files",
+                    format!(
+                        "{} holds {ENV_FILE_LIMIT} or more .env files; too many to hide one by one",
+                        wd.display()
+                    ),
+                ));
+            }
+            let mut found = found;
+            found.sort();
+            for f in found {
+                self.hide(&f);
+            }
+        }
+        Ok(())
+    }
+
+    fn hide(&mut self, path: &Path) {
+        match resolved_kind(self.ctx, path) {
+            Some(PathKind::Dir) => self.push(Layer::Hidden, tmpfs(path, HIDE_DIR)),
+            Some(PathKind::File) | Some(PathKind::Other) => {
+                self.push(Layer::Hidden, mount(path, "bind", Path::new("/dev/null"), HIDE_FILE))
+            }
+            _ => {}
+        }
+    }
+}
+
+fn skeleton_path(e: &SkeletonEntry) -> &Path {
+    match e {
+        SkeletonEntry::Dir(p) | SkeletonEntry::File(p) => p,
+        SkeletonEntry::Symlink { path, .. } => path,
+    }
+}
+
+pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
+    let rootfs: Option<PathBuf> = match (&ctx.inv.rootfs, &ctx.policy.filesystem.root) {
+        (Some(r), _) => Some(r.clone()),
+        (None, RootSource::Rootfs(r)) => Some(r.clone()),
+        (None, RootSource::Host) => None,
+    };
+    let mut b = Builder {
+        ctx,
+        mounts: Vec::new(),
+        skeleton: Vec::new(),
+        placeholders: Vec::new(),
+        visible: Vec::new(),
+    };
+    let root = match &rootfs {
+        None => {
+            b.visible.push(PathBuf::from("/"));
+            b.host_layout()?;
+            RootBuilder::default().path("rootfs").readonly(true).build()
+        }
+        Some(r) => {
+            if ctx.host.kind(r) != Some(PathKind::Dir) {
+                let field = if ctx.inv.rootfs.is_some() {
+                    "--rootfs"
+                } else {
+                    "filesystem.root"
+                };
+                return Err(CompileError::Invocation(format!(
+                    "use rootfs {} ({field}): it is not a directory",
+                    r.display()
+                )));
+            }
+            RootBuilder::default().path(r.clone()).readonly(true).build()
+        }
+    }
+    .expect("a root with a path is complete");
+    b.kernel_and_tmp(rootfs.as_deref());
+    b.extra_binds()?;
+    b.workdir()?;
+    b.masked();
+    b.protected();
+    b.hidden()?;
+
+    let mut mounts = b.mounts;
+    // Parents first; among equals, later layers on top. The sort is stable,
+    // so the order of the passes decides the rest.
+    mounts.sort_by_key(|(layer, m)| (depth(m.destination()), *layer));
+    let mut seen: Vec<(PathBuf, Layer)> = Vec::new();
+    let mut out = Vec::new();
+    for (layer, m) in mounts {
+        // One mount per destination and layer (a path both masked and hidden).
+        let key = (m.destination().clone(), layer);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        out.push(m);
+    }
+    Ok(Filesystem {
+        root,
+        mounts: out,
+        skeleton: b.skeleton,
+        placeholders: b.placeholders,
+        masked_paths: MASKED_PATHS.iter().map(|s| s.to_string()).collect(),
+        readonly_paths: READONLY_PATHS.iter().map(|s| s.to_string()).collect(),
+    })
+}

@@ -1,0 +1,56 @@
+//! The network pass: the mode and the egress lists travel to the network
+//! helper as annotations (`run.claude-shim.network`,
+//! `run.claude-shim.network.policy`); in allowlist mode the environment
+//! points every client at the sandbox's proxy inside its network namespace.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::process::Env;
+use super::Ctx;
+use crate::annotations;
+use crate::policy::values::NetworkMode;
+
+/// The proxy the network helper runs in allowlist mode (HTTP CONNECT and plain HTTP).
+pub const HTTP_PROXY: &str = "http://127.0.0.1:3128";
+/// Its SOCKS5 side; `socks5h` so names are resolved by the proxy, which checks them.
+pub const SOCKS_PROXY: &str = "socks5h://127.0.0.1:1080";
+pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+/// The `run.claude-shim.network.policy` JSON.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct NetworkPolicyAnnotation {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub allow_cidrs: Vec<String>,
+}
+
+pub(crate) fn annotations(ctx: &Ctx<'_>, ann: &mut HashMap<String, String>) {
+    let net = &ctx.policy.network;
+    ann.insert(annotations::NETWORK.to_owned(), net.mode.as_str().to_owned());
+    let body = NetworkPolicyAnnotation {
+        allow: net.allow.iter().map(|p| p.0.clone()).collect(),
+        deny: net.deny.iter().map(|p| p.0.clone()).collect(),
+        allow_cidrs: net.allow_cidrs.iter().map(|c| c.0.clone()).collect(),
+    };
+    ann.insert(
+        annotations::NETWORK_POLICY.to_owned(),
+        serde_json::to_string(&body).expect("strings serialize"),
+    );
+}
+
+pub(crate) fn environment(ctx: &Ctx<'_>, env: &mut Env) {
+    if ctx.policy.network.mode != NetworkMode::Allowlist {
+        return;
+    }
+    for (name, value) in [
+        ("HTTP_PROXY", HTTP_PROXY),
+        ("HTTPS_PROXY", HTTP_PROXY),
+        ("ALL_PROXY", SOCKS_PROXY),
+        ("NO_PROXY", NO_PROXY),
+    ] {
+        env.insert(name.to_owned(), value.to_owned());
+        env.insert(name.to_ascii_lowercase(), value.to_owned());
+    }
+}

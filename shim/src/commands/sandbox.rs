@@ -1,0 +1,80 @@
+//! `sandbox` (one command in a sandbox compiled from a policy, everything
+//! removed afterwards) and `bundle` (the same sandbox written out as an OCI
+//! bundle that claude-shim or runc can run).
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::commands::run::{generated_id, run_bundle, RunOptions};
+use crate::runtime::{foreground, Runtime};
+use crate::sandbox;
+
+/// How long a command has to exit after Ctrl-C or SIGTERM before it is killed.
+const GRACE: Duration = Duration::from_secs(2);
+
+fn is_tty(fd: i32) -> bool {
+    nix::unistd::isatty(fd).unwrap_or(false)
+}
+
+pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
+    // A Ctrl-C from here on is handled, not fatal: nothing may be left behind.
+    foreground::defer_termination()?;
+    let terminal = is_tty(std::io::stdin().as_raw_fd()) && is_tty(std::io::stdout().as_raw_fd());
+    let policy = sandbox::load_policy(args.policy.as_deref())?;
+    let inv = sandbox::invocation(args.workdir.as_deref(), args.rootfs.as_deref(), &args.command, terminal)?;
+    let compiled = sandbox::compile_policy(&policy, &inv)?;
+
+    let id = generated_id("sandbox");
+    let ours = rt.root.join(".claude-shim");
+    std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
+    let bundle = ours.join(format!("{id}.bundle"));
+    let made = sandbox::create_placeholders(&compiled.placeholders)?;
+    let result = sandbox::write(&bundle, &compiled, false).and_then(|()| {
+        let opts = RunOptions {
+            id: &id,
+            bundle: &bundle,
+            pid_file: None,
+            console_socket: None,
+            preserve_fds: 0,
+            no_pivot: false,
+            detach: false,
+            keep: false,
+            stdio: None,
+        };
+        run_bundle(rt, opts, &crate::admin::apply, &mut Some, Some(GRACE))
+    });
+    sandbox::remove_placeholders(&made);
+    if let Err(e) = std::fs::remove_dir_all(&bundle) {
+        tracing::warn!("remove bundle {}: {e}", bundle.display());
+    }
+    let code = result?;
+    // A termination signal that arrived while the sandbox was being set up
+    // ends the run as it would have ended the command.
+    match foreground::deferred_signal() {
+        Some(sig) if code == 0 => Ok(128 + sig as i32),
+        _ => Ok(code),
+    }
+}
+
+pub fn bundle(args: &crate::cli::BundleArgs) -> Result<i32> {
+    let policy = sandbox::load_policy(args.policy.as_deref())?;
+    let command = if args.command.is_empty() {
+        vec!["sh".to_owned()]
+    } else {
+        args.command.clone()
+    };
+    let inv = sandbox::invocation(args.workdir.as_deref(), args.rootfs.as_deref(), &command, false)?;
+    let compiled = sandbox::compile_policy(&policy, &inv)?;
+    sandbox::write(&args.out, &compiled, args.force)?;
+    // The bundle mounts these read-only; they must exist when it runs.
+    for p in sandbox::create_placeholders(&compiled.placeholders)? {
+        eprintln!(
+            "claude-shim: created placeholder {} (protected, mounted read-only)",
+            p.path.display()
+        );
+    }
+    println!("{}", args.out.display());
+    Ok(0)
+}

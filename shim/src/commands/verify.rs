@@ -1,0 +1,156 @@
+//! `verify`: compile the policy into its sandbox, run the probe in it (under
+//! claude-shim, and under every `--runtime` given, on the very same bundle),
+//! and print `check | expected | observed | PASS/FAIL`; non-zero on any FAIL.
+
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{anyhow, Context, Result};
+
+use crate::commands::run::{generated_id, run_bundle, RunOptions};
+use crate::runtime::{seal, Runtime};
+use crate::sandbox;
+use crate::verify::report::{self, ProbeRun, Report};
+use crate::verify::{from_spec, prepare_spec, HostFacts};
+
+fn capture(dir: &Path, name: &str) -> Result<(File, std::path::PathBuf)> {
+    let path = dir.join(name);
+    let f = File::create(&path).with_context(|| format!("create {}", path.display()))?;
+    Ok((f, path))
+}
+
+/// The probe under claude-shim itself, its output in files.
+fn under_claude_shim(rt: &Runtime, bundle: &Path, dir: &Path) -> Result<ProbeRun> {
+    let (out, out_path) = capture(dir, "probe.out")?;
+    let (err, err_path) = capture(dir, "probe.err")?;
+    // With a terminal on our stdin the probe gets it, so TIOCSTI is tried on
+    // the caller's real terminal; otherwise /dev/null.
+    let stdin: OwnedFd = if nix::unistd::isatty(0).unwrap_or(false) {
+        std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("duplicate stdin")?
+    } else {
+        File::open("/dev/null").context("open /dev/null")?.into()
+    };
+    let id = generated_id("verify");
+    let opts = RunOptions {
+        id: &id,
+        bundle,
+        pid_file: None,
+        console_socket: None,
+        preserve_fds: 0,
+        no_pivot: false,
+        detach: false,
+        keep: false,
+        stdio: Some([stdin, OwnedFd::from(out), OwnedFd::from(err)]),
+    };
+    let code = run_bundle(
+        rt,
+        opts,
+        &crate::admin::apply,
+        &mut Some,
+        Some(std::time::Duration::from_secs(2)),
+    )?;
+    Ok(ProbeRun {
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+        exit_code: Some(code),
+    })
+}
+
+/// The same bundle under another runc-compatible runtime, with its own state root.
+fn under_runtime(runtime: &Path, bundle: &Path, dir: &Path) -> Result<ProbeRun> {
+    let id = generated_id("verify-peer");
+    let root = dir.join("peer-root");
+    let out = Command::new(runtime)
+        .arg("--root")
+        .arg(&root)
+        .args(["run", "--bundle"])
+        .arg(bundle)
+        .arg(&id)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("run runtime {}", runtime.display()))?;
+    // Whatever happened, leave nothing of the peer's container.
+    let _ = Command::new(runtime)
+        .arg("--root")
+        .arg(&root)
+        .args(["delete", "--force", &id])
+        .output();
+    Ok(ProbeRun {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        exit_code: out.status.code(),
+    })
+}
+
+pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
+    crate::runtime::foreground::defer_termination()?;
+    let policy = sandbox::load_policy(args.policy.as_deref())?;
+    let inv = sandbox::invocation(
+        args.workdir.as_deref(),
+        args.rootfs.as_deref(),
+        &["true".to_owned()],
+        false,
+    )?;
+    let mut compiled = sandbox::compile_policy(&policy, &inv)?;
+    let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &HostFacts::collect());
+    let exe = seal::exe_on_disk()?;
+    prepare_spec(&mut compiled.spec, &exe, &exp).map_err(|e| anyhow!("{e}"))?;
+
+    let ours = rt.root.join(".claude-shim");
+    std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
+    let work = ours.join(format!("{}.verify", generated_id("v")));
+    std::fs::create_dir_all(&work).with_context(|| format!("create {}", work.display()))?;
+    let bundle = work.join("bundle");
+    let made = sandbox::create_placeholders(&compiled.placeholders)?;
+    let result = (|| -> Result<Vec<Report>> {
+        sandbox::write(&bundle, &compiled, false)?;
+        let mut reports = vec![Report::for_expectations(
+            "claude-shim",
+            &exp,
+            &under_claude_shim(rt, &bundle, &work)?,
+        )];
+        for runtime in &args.runtime {
+            let name = runtime
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            reports.push(Report::for_expectations(
+                &name,
+                &exp,
+                &under_runtime(runtime, &bundle, &work)?,
+            ));
+        }
+        Ok(reports)
+    })();
+    sandbox::remove_placeholders(&made);
+    let _ = std::fs::remove_dir_all(&work);
+    let reports = result?;
+
+    if args.json {
+        let json = if reports.len() == 1 {
+            reports[0].to_json()
+        } else {
+            report::side_by_side_json(&reports)
+        };
+        println!("{json}");
+    } else {
+        println!("policy: {}", policy.name());
+        for o in &compiled.opt_outs {
+            println!("opt-out: {o}");
+        }
+        if reports.len() == 1 {
+            print!("{}", reports[0].table());
+        } else {
+            print!("{}", report::side_by_side(&reports));
+        }
+        for r in &reports {
+            println!("{}", r.summary());
+        }
+    }
+    Ok(report::exit_code(&reports))
+}

@@ -1,0 +1,252 @@
+//! Processes beside a container: how claude-shim starts a helper so that it
+//! outlives `create` and holds nothing of the engine's (new session, double
+//! fork, stdio on /dev/null, every other descriptor closed), how the helper
+//! says it is ready, and how a recorded pid is checked to still be that
+//! helper before it is signalled (pid plus start time, through a pidfd so a
+//! recycled pid cannot be hit between the check and the signal).
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+/// Field 22 of /proc/<pid>/stat: when the process started, in clock ticks
+/// after boot. A pid and its start time name one process for the machine's uptime.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm (field 2) may hold spaces and parentheses; the fields after it do not.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A pidfd for `pid`, if it is still the process that started at `start`.
+pub fn open_verified(pid: i32, start: u64) -> Option<OwnedFd> {
+    if pid <= 0 {
+        return None;
+    }
+    let fd = pidfd_open(pid).ok()?;
+    // Checked after opening: from here on the pidfd names this process even if the pid is reused.
+    (start_time(pid) == Some(start)).then_some(fd)
+}
+
+pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+pub fn pidfd_signal(fd: &OwnedFd, sig: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: a valid pidfd, a signal number, no siginfo, no flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits until the process behind a pidfd has exited; true if it did in time.
+pub fn wait_exit(fd: &OwnedFd, within: Duration) -> bool {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    let ms = within.as_millis().min(i32::MAX as u128) as i32;
+    matches!(poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)), Ok(n) if n > 0)
+}
+
+/// SIGTERM, a grace period, then SIGKILL.
+pub fn terminate(fd: &OwnedFd, grace: Duration) {
+    if pidfd_signal(fd, libc::SIGTERM).is_err() {
+        return;
+    }
+    if !wait_exit(fd, grace) {
+        let _ = pidfd_signal(fd, libc::SIGKILL);
+        let _ = wait_exit(fd, Duration::from_secs(2));
+    }
+}
+
+/// The descriptor number a helper finds its ready pipe on.
+pub const READY_FD: RawFd = 3;
+
+/// What a helper reported on its ready pipe.
+pub struct Ready {
+    pub words: Vec<String>,
+}
+
+/// Starts `exe args` as a detached helper and waits for its ready line.
+/// `fds` are handed over at 4, 5, ... (the ready pipe is 3); nothing else
+/// crosses. The helper is the grandchild of this process (the child exits at
+/// once), so it is nobody's waited-for child here and survives our exit.
+pub fn spawn_detached(exe: &Path, args: &[OsString], fds: &[&OwnedFd], within: Duration) -> Result<Ready> {
+    spawn(exe, args, fds, within, true).map(|(ready, _)| ready)
+}
+
+/// As `spawn_detached`, or (`detach` false) as a child of this process, which
+/// then must reap it: the child is returned.
+pub fn spawn(
+    exe: &Path,
+    args: &[OsString],
+    fds: &[&OwnedFd],
+    within: Duration,
+    detach: bool,
+) -> Result<(Ready, Option<std::process::Child>)> {
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("create a pipe")?;
+    let mut sources: Vec<RawFd> = vec![ready_w.as_raw_fd()];
+    sources.extend(fds.iter().map(|f| f.as_raw_fd()));
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: the closure only makes async-signal-safe system calls.
+    unsafe {
+        cmd.pre_exec(move || {
+            if detach {
+                detach_in_child()?;
+            } else {
+                reset_signals();
+            }
+            // Move the sources out of the way, then into place from 3 up.
+            let mut high = [0 as RawFd; 16];
+            if sources.len() > high.len() {
+                return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+            }
+            for (i, src) in sources.iter().enumerate() {
+                let fd = libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 100);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                high[i] = fd;
+            }
+            for (i, fd) in high.iter().take(sources.len()).enumerate() {
+                if libc::dup2(*fd, READY_FD + i as RawFd) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Whatever the engine left open without O_CLOEXEC must not reach the helper.
+            libc::close_range((READY_FD as u32) + sources.len() as u32, u32::MAX, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().with_context(|| format!("execute {}", exe.display()))?;
+    drop(ready_w);
+    let child = if detach {
+        // The intermediate child exits as soon as it has forked.
+        let _ = child.wait();
+        None
+    } else {
+        Some(child)
+    };
+    let line = read_ready_line(ready_r, within)?;
+    let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+    match words.first().map(String::as_str) {
+        Some("ok") => Ok((Ready { words }, child)),
+        Some("error") => bail!("{}", line.trim_start_matches("error").trim()),
+        _ if line.is_empty() => bail!("it exited before it was ready"),
+        _ => bail!("it said {line:?} instead of ready"),
+    }
+}
+
+/// Runs in the forked child: a new session, default signals, then fork once
+/// more so the helper is not our child and not a session leader.
+///
+/// # Safety
+/// Only async-signal-safe calls; to be used between fork and exec.
+pub unsafe fn detach_in_child() -> std::io::Result<()> {
+    reset_signals();
+    if libc::setsid() < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    match libc::fork() {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => Ok(()),
+        _ => libc::_exit(0),
+    }
+}
+
+/// Unblocks every signal and restores default actions (a foreground
+/// `run` blocks them all). Async-signal-safe.
+pub fn reset_signals() {
+    // SAFETY: sigset and signal calls on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+}
+
+fn read_ready_line(fd: OwnedFd, within: Duration) -> Result<String> {
+    let deadline = Instant::now() + within;
+    let mut file = fs::File::from(fd);
+    let mut buf = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!("it was not ready within {} s", within.as_secs());
+        }
+        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+        let ms = PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, ms) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(anyhow!("wait for the helper: {e}")),
+        }
+        let mut chunk = [0u8; 512];
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.contains(&b'\n') || buf.len() > 4096 {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(anyhow!("read the helper's ready line: {e}")),
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    Ok(text.lines().next().unwrap_or_default().trim().to_owned())
+}
+
+/// The helper's side: report on the ready pipe (descriptor 3), once.
+pub fn report_ready(words: &str) {
+    // SAFETY: descriptor 3 is the ready pipe the runtime handed over.
+    let mut f = unsafe { fs::File::from_raw_fd(READY_FD) };
+    let _ = writeln!(f, "{words}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_identifies_this_process() {
+        let me = std::process::id() as i32;
+        let t = start_time(me).unwrap();
+        assert!(open_verified(me, t).is_some());
+        assert!(open_verified(me, t + 1).is_none());
+        assert!(open_verified(0, t).is_none());
+    }
+}

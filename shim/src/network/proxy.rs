@@ -1,0 +1,814 @@
+//! Allowlist mode's only way out: an HTTP (CONNECT and plain http://) and
+//! SOCKS5 proxy that claude-shim runs beside the container. Its listening
+//! sockets live in the container's network namespace (127.0.0.1:3128 and
+//! :1080, created there by a short-lived child), while it accepts, resolves
+//! and connects from the host's. Every request is checked against the policy,
+//! every address it resolves to against the blocked ranges, and logged as one
+//! JSON line in <state>/proxy.log.
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use ipnet::IpNet;
+use serde_json::{json, Value};
+
+use super::policy::{blocked_ranges, Host, Policy};
+use super::{netns, process, HelperOpts, Plan};
+
+pub const HTTP_PORT: u16 = 3128;
+pub const SOCKS_PORT: u16 = 1080;
+const MAX_CONNECTIONS: usize = 512;
+const MAX_HEAD: usize = 64 * 1024;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One JSON line per event, appended to the log file.
+pub struct Log {
+    container: String,
+    file: Mutex<fs::File>,
+}
+
+impl Log {
+    pub fn open(path: &Path, container: &str) -> Result<Self> {
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .with_context(|| format!("open {}", path.display()))?;
+        Ok(Self {
+            container: container.to_owned(),
+            file: Mutex::new(file),
+        })
+    }
+
+    pub fn write(&self, mut fields: Value) {
+        fields["time"] = json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        fields["container"] = json!(self.container);
+        let line = format!("{fields}\n");
+        if let Ok(mut f) = self.file.lock() {
+            // One write per line: lines from many threads never interleave.
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+struct Shared {
+    policy: Policy,
+    blocked: Vec<IpNet>,
+    log: Log,
+    active: AtomicUsize,
+}
+
+/// The host's own networks join the fixed blocked ranges: the proxy connects
+/// from the host, so its LAN, gateway and addresses are what "local" means.
+fn host_blocked() -> Vec<IpNet> {
+    let mut blocked = blocked_ranges();
+    let extra = netns::local_networks(&netns::routes("self"))
+        .into_iter()
+        .chain(netns::host_addresses().into_iter().map(IpNet::from));
+    for n in extra {
+        let n = n.trunc();
+        if !blocked.contains(&n) {
+            blocked.push(n);
+        }
+    }
+    blocked
+}
+
+/// Gives up root: the proxy needs nothing but outgoing connections.
+fn drop_privileges() -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let nobody = 65534;
+    // SAFETY: plain credential system calls.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(nobody, nobody, nobody) != 0
+            || libc::setresuid(nobody, nobody, nobody) != 0
+        {
+            return Err(io::Error::last_os_error()).context("drop privileges to nobody");
+        }
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    }
+    Ok(())
+}
+
+/// The `__network proxy` helper: set up, report ready, serve until the
+/// container's init exits or the runtime stops it.
+pub fn run(opts: &HelperOpts) -> Result<()> {
+    let init = process::open_verified(opts.init_pid, opts.init_start)
+        .ok_or_else(|| anyhow!("find the init of container {} (pid {})", opts.id, opts.init_pid))?;
+    let plan = Plan::load(&opts.state_dir)?;
+    let ns = netns::NsFds::inherited(plan.join_user);
+    let addrs = [
+        SocketAddrV4::new([127, 0, 0, 1].into(), HTTP_PORT),
+        SocketAddrV4::new([127, 0, 0, 1].into(), SOCKS_PORT),
+    ];
+    let mut fds = netns::loopback(&ns, &addrs).with_context(|| {
+        format!(
+            "listen on 127.0.0.1:{HTTP_PORT} and :{SOCKS_PORT} in container {}",
+            opts.id
+        )
+    })?;
+    drop(ns);
+    let socks: TcpListener = fds.pop().map(Into::into).context("the SOCKS listener")?;
+    let http: TcpListener = fds.pop().map(Into::into).context("the HTTP listener")?;
+    let log = Log::open(&opts.state_dir.join("proxy.log"), &opts.id)?;
+    let shared = Arc::new(Shared {
+        policy: plan.policy()?,
+        blocked: host_blocked(),
+        log,
+        active: AtomicUsize::new(0),
+    });
+    drop_privileges()?;
+
+    // Blocked before any thread exists, so only the signalfd sees them.
+    let mut mask = nix::sys::signal::SigSet::empty();
+    for s in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+        nix::sys::signal::Signal::SIGHUP,
+    ] {
+        mask.add(s);
+    }
+    mask.thread_block().context("block signals")?;
+    let sigfd = nix::sys::signalfd::SignalFd::new(&mask).context("create a signalfd")?;
+    for (listener, kind) in [(http, Kind::Http), (socks, Kind::Socks)] {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("{kind:?}"))
+            .spawn(move || accept_loop(listener, kind, shared))
+            .context("start a listener thread")?;
+    }
+    shared.log.write(json!({"event": "started", "pid": std::process::id(),
+        "listen": [format!("127.0.0.1:{HTTP_PORT}"), format!("127.0.0.1:{SOCKS_PORT}")]}));
+    process::report_ready(&format!("ok {}", std::process::id()));
+
+    let why = wait_for_end(&init, &sigfd);
+    shared.log.write(json!({"event": "stopped", "reason": why}));
+    Ok(())
+}
+
+fn wait_for_end(init: &OwnedFd, sigfd: &nix::sys::signalfd::SignalFd) -> String {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        let mut fds = [
+            PollFd::new(init.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return format!("poll failed: {e}"),
+        }
+        if fds[0].any().unwrap_or(false) {
+            return "the container's init exited".into();
+        }
+        if fds[1].any().unwrap_or(false) {
+            return match sigfd.read_signal() {
+                Ok(Some(s)) => format!("signal {}", s.ssi_signo),
+                _ => "a signal".into(),
+            };
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Http,
+    Socks,
+}
+
+fn accept_loop(listener: TcpListener, kind: Kind, shared: Arc<Shared>) {
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                shared
+                    .log
+                    .write(json!({"event": "accept failed", "error": e.to_string()}));
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        if shared.active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+            shared.log.write(json!({"client": peer.to_string(), "decision": "deny",
+                "reason": format!("more than {MAX_CONNECTIONS} connections at once")}));
+            continue;
+        }
+        let shared2 = shared.clone();
+        let spawned = std::thread::Builder::new().stack_size(256 * 1024).spawn(move || {
+            let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+            let _ = stream.set_nodelay(true);
+            match kind {
+                Kind::Http => serve_http(stream, peer, &shared2),
+                Kind::Socks => serve_socks(stream, peer, &shared2),
+            }
+            shared2.active.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// What became of one request, for its log line.
+struct Outcome {
+    upstream: Option<TcpStream>,
+    decision: &'static str,
+    reason: String,
+    address: Option<SocketAddr>,
+    /// Why an allowed request still failed: resolve, connect.
+    error: Option<String>,
+}
+
+/// The policy, then resolution (by the host's resolver), then the address
+/// check, then the connection.
+fn open_upstream(shared: &Shared, host: &Host, port: u16) -> Outcome {
+    let decision = shared.policy.decide(host, port);
+    let mut out = Outcome {
+        upstream: None,
+        decision: if decision.allow { "allow" } else { "deny" },
+        reason: decision.reason,
+        address: None,
+        error: None,
+    };
+    if !decision.allow {
+        return out;
+    }
+    let candidates: Vec<SocketAddr> = match host {
+        Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+        Host::Name(name) => match (name.as_str(), port).to_socket_addrs() {
+            Ok(a) => a.collect(),
+            Err(e) => {
+                out.error = Some(format!("resolve {name}: {e}"));
+                return out;
+            }
+        },
+    };
+    let mut refused = Vec::new();
+    let allowed: Vec<SocketAddr> = candidates
+        .into_iter()
+        .filter(|a| match shared.policy.address_verdict(a.ip(), port, &shared.blocked) {
+            Ok(()) => true,
+            Err(why) => {
+                refused.push(why);
+                false
+            }
+        })
+        .collect();
+    if allowed.is_empty() {
+        out.decision = "deny";
+        out.reason = if refused.is_empty() {
+            "the name resolved to no address".into()
+        } else {
+            refused.join("; ")
+        };
+        return out;
+    }
+    let mut errors = Vec::new();
+    for a in allowed {
+        match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                out.upstream = Some(s);
+                out.address = Some(a);
+                return out;
+            }
+            Err(e) => errors.push(format!("connect {a}: {e}")),
+        }
+    }
+    out.error = Some(errors.join("; "));
+    out
+}
+
+fn log_request(shared: &Shared, peer: SocketAddr, proto: &str, host: &Host, port: u16, o: &Outcome) {
+    let mut line = json!({"client": peer.to_string(), "proto": proto, "host": host.to_string(), "port": port,
+        "decision": o.decision, "reason": o.reason});
+    if let Some(a) = o.address {
+        line["address"] = json!(a.to_string());
+    }
+    if let Some(e) = &o.error {
+        line["error"] = json!(e);
+    }
+    shared.log.write(line);
+}
+
+/// Copies both ways until both sides are done; a half-close is passed on.
+fn tunnel(client: TcpStream, upstream: TcpStream) {
+    let _ = client.set_read_timeout(None);
+    let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
+        return;
+    };
+    let up = std::thread::Builder::new()
+        .stack_size(128 * 1024)
+        .spawn(move || copy_then_shutdown(c2, u2));
+    copy_then_shutdown(upstream, client);
+    if let Ok(h) = up {
+        let _ = h.join();
+    }
+}
+
+fn copy_then_shutdown(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    let _ = from.shutdown(Shutdown::Read);
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+// ---- HTTP ----
+
+/// `host:port` (port required when `default_port` is None), IPv6 in brackets.
+pub fn parse_authority(s: &str, default_port: Option<u16>) -> Result<(Host, u16), String> {
+    if s.contains('@') {
+        return Err(format!("{s:?}: credentials in the authority are not accepted"));
+    }
+    let (host, port) = if s.starts_with('[') {
+        let end = s.find(']').ok_or_else(|| format!("{s:?}: unclosed '['"))?;
+        let rest = &s[end + 1..];
+        let port = match rest.strip_prefix(':') {
+            Some(p) => Some(p),
+            None if rest.is_empty() => None,
+            None => return Err(format!("{s:?}: text after ']'")),
+        };
+        (&s[..=end], port)
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    let port = match port {
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(format!("{s:?}: {p:?} is not a port")),
+        },
+        None => default_port.ok_or_else(|| format!("{s:?}: a port is required"))?,
+    };
+    let host = Host::parse(host).map_err(|e| e.to_string())?;
+    Ok((host, port))
+}
+
+/// A parsed request head.
+#[derive(Debug, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub host: Host,
+    pub port: u16,
+    /// For plain http://: the head to send upstream. None for CONNECT.
+    pub upstream_head: Option<Vec<u8>>,
+    /// Bytes after the head (the start of a body).
+    pub body_start: usize,
+}
+
+/// Headers that belong to the hop to the proxy, not to the origin (RFC 9110 7.6.1).
+const HOP_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Ok(None): the head is not complete yet.
+pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 100];
+    let mut req = httparse::Request::new(&mut headers);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("malformed request: {e}")),
+    };
+    let method = req.method.unwrap_or_default().to_owned();
+    let target = req.path.unwrap_or_default();
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = parse_authority(target, None)?;
+        return Ok(Some(HttpRequest {
+            method,
+            host,
+            port,
+            upstream_head: None,
+            body_start: len,
+        }));
+    }
+    let rest = match target.get(..7) {
+        Some(scheme) if scheme.eq_ignore_ascii_case("http://") => &target[7..],
+        _ => {
+            return Err(format!(
+                "{target:?} is not an absolute http:// URL (use CONNECT for https)"
+            ))
+        }
+    };
+    let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(split);
+    let (host, port) = parse_authority(authority, Some(80))?;
+    let path = if path.is_empty() || path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    let path = path.split('#').next().unwrap_or("/").to_owned();
+    let mut head = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+    let mut has_host = false;
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        if HOP_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
+        has_host |= name == "host";
+        head.extend_from_slice(h.name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(h.value);
+        head.extend_from_slice(b"\r\n");
+    }
+    if !has_host {
+        head.extend_from_slice(format!("Host: {authority}\r\n").as_bytes());
+    }
+    // One request per connection: a second request on it could name another host.
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(Some(HttpRequest {
+        method,
+        host,
+        port,
+        upstream_head: Some(head),
+        body_start: len,
+    }))
+}
+
+fn http_error(stream: &mut TcpStream, status: &str, text: &str) {
+    let body = format!("claude-shim: {text}\n");
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+fn serve_http(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let req = loop {
+        match parse_http(&buf) {
+            Ok(Some(r)) => break r,
+            Ok(None) if buf.len() < MAX_HEAD => {}
+            Ok(None) => {
+                http_error(
+                    &mut stream,
+                    "431 Request Header Fields Too Large",
+                    "request head too large",
+                );
+                return;
+            }
+            Err(e) => {
+                shared
+                    .log
+                    .write(json!({"client": peer.to_string(), "proto": "http", "decision": "deny", "reason": e}));
+                http_error(&mut stream, "400 Bad Request", &e);
+                return;
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let proto = if req.upstream_head.is_none() {
+        "http-connect"
+    } else {
+        "http"
+    };
+    let o = open_upstream(shared, &req.host, req.port);
+    log_request(shared, peer, proto, &req.host, req.port, &o);
+    let target = format!("{}:{}", req.host, req.port);
+    let Some(mut upstream) = o.upstream else {
+        if o.decision == "deny" {
+            http_error(&mut stream, "403 Forbidden", &format!("{target} refused: {}", o.reason));
+        } else {
+            http_error(
+                &mut stream,
+                "502 Bad Gateway",
+                &format!("{target}: {}", o.error.unwrap_or_default()),
+            );
+        }
+        return;
+    };
+    let rest = &buf[req.body_start..];
+    let sent = match &req.upstream_head {
+        None => stream
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .and_then(|_| upstream.write_all(rest)),
+        Some(head) => upstream.write_all(head).and_then(|_| upstream.write_all(rest)),
+    };
+    if sent.is_ok() {
+        tunnel(stream, upstream);
+    }
+}
+
+// ---- SOCKS5 (RFC 1928) ----
+
+/// Reply codes.
+pub const SOCKS_GENERAL_FAILURE: u8 = 1;
+pub const SOCKS_NOT_ALLOWED: u8 = 2;
+pub const SOCKS_HOST_UNREACHABLE: u8 = 4;
+pub const SOCKS_REFUSED: u8 = 5;
+pub const SOCKS_COMMAND_NOT_SUPPORTED: u8 = 7;
+pub const SOCKS_ADDRESS_NOT_SUPPORTED: u8 = 8;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<T> {
+    Incomplete,
+    Done(T, usize),
+    /// Refused, with the reply code to send and why.
+    Bad(u8, String),
+}
+
+/// The greeting: version 5 and the methods the client offers; only "no
+/// authentication" (0) is accepted.
+pub fn parse_greeting(buf: &[u8]) -> Parsed<bool> {
+    if buf.len() < 2 {
+        return Parsed::Incomplete;
+    }
+    if buf[0] != 5 {
+        return Parsed::Bad(SOCKS_GENERAL_FAILURE, format!("SOCKS version {} is not 5", buf[0]));
+    }
+    let n = buf[1] as usize;
+    if buf.len() < 2 + n {
+        return Parsed::Incomplete;
+    }
+    Parsed::Done(buf[2..2 + n].contains(&0), 2 + n)
+}
+
+/// The request: CONNECT only, to an IPv4, IPv6 or domain-name address.
+pub fn parse_request(buf: &[u8]) -> Parsed<(Host, u16)> {
+    if buf.len() < 5 {
+        return Parsed::Incomplete;
+    }
+    if buf[0] != 5 {
+        return Parsed::Bad(SOCKS_GENERAL_FAILURE, format!("SOCKS version {} is not 5", buf[0]));
+    }
+    if buf[1] != 1 {
+        return Parsed::Bad(
+            SOCKS_COMMAND_NOT_SUPPORTED,
+            format!("SOCKS command {} is not CONNECT", buf[1]),
+        );
+    }
+    let (addr_len, start) = match buf[3] {
+        1 => (4, 4),
+        4 => (16, 4),
+        3 => (buf[4] as usize, 5),
+        t => return Parsed::Bad(SOCKS_ADDRESS_NOT_SUPPORTED, format!("SOCKS address type {t}")),
+    };
+    let end = start + addr_len;
+    if buf.len() < end + 2 {
+        return Parsed::Incomplete;
+    }
+    let raw = &buf[start..end];
+    let host = match buf[3] {
+        1 => Host::Ip(IpAddr::from(<[u8; 4]>::try_from(raw).expect("4 bytes"))),
+        4 => Host::Ip(super::policy::canonical(IpAddr::from(
+            <[u8; 16]>::try_from(raw).expect("16 bytes"),
+        ))),
+        _ => match std::str::from_utf8(raw)
+            .map_err(|_| "not UTF-8".to_owned())
+            .and_then(|s| Host::parse(s).map_err(|e| e.to_string()))
+        {
+            Ok(h) => h,
+            Err(e) => return Parsed::Bad(SOCKS_NOT_ALLOWED, e),
+        },
+    };
+    let port = u16::from_be_bytes([buf[end], buf[end + 1]]);
+    if port == 0 {
+        return Parsed::Bad(SOCKS_NOT_ALLOWED, "port 0".into());
+    }
+    Parsed::Done((host, port), end + 2)
+}
+
+fn socks_reply(stream: &mut TcpStream, code: u8) {
+    let _ = stream.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
+}
+
+/// Reads until `parse` is done; None when the client left or sent garbage.
+fn read_parsed<T>(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    parse: impl Fn(&[u8]) -> Parsed<T>,
+) -> Option<Result<T, (u8, String)>> {
+    let mut chunk = [0u8; 512];
+    loop {
+        match parse(buf) {
+            Parsed::Done(v, used) => {
+                buf.drain(..used);
+                return Some(Ok(v));
+            }
+            Parsed::Bad(code, why) => return Some(Err((code, why))),
+            Parsed::Incomplete if buf.len() > 1024 => return None,
+            Parsed::Incomplete => {}
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn serve_socks(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let mut buf = Vec::new();
+    let log_bad = |why: &str| {
+        shared
+            .log
+            .write(json!({"client": peer.to_string(), "proto": "socks5", "decision": "deny", "reason": why}));
+    };
+    match read_parsed(&mut stream, &mut buf, parse_greeting) {
+        Some(Ok(true)) => {
+            if stream.write_all(&[5, 0]).is_err() {
+                return;
+            }
+        }
+        Some(Ok(false)) => {
+            log_bad("the client offers no method without authentication");
+            let _ = stream.write_all(&[5, 0xff]);
+            return;
+        }
+        Some(Err((_, why))) => {
+            log_bad(&why);
+            return;
+        }
+        None => return,
+    }
+    let (host, port) = match read_parsed(&mut stream, &mut buf, parse_request) {
+        Some(Ok(t)) => t,
+        Some(Err((code, why))) => {
+            log_bad(&why);
+            socks_reply(&mut stream, code);
+            return;
+        }
+        None => return,
+    };
+    let o = open_upstream(shared, &host, port);
+    log_request(shared, peer, "socks5", &host, port, &o);
+    let Some(mut upstream) = o.upstream else {
+        let code = match (&o.error, o.decision) {
+            (_, "deny") => SOCKS_NOT_ALLOWED,
+            (Some(e), _) if e.starts_with("resolve") => SOCKS_HOST_UNREACHABLE,
+            (Some(e), _) if e.contains("refused") => SOCKS_REFUSED,
+            _ => SOCKS_GENERAL_FAILURE,
+        };
+        socks_reply(&mut stream, code);
+        return;
+    };
+    socks_reply(&mut stream, 0);
+    if !buf.is_empty() && upstream.write_all(&buf).is_err() {
+        return;
+    }
+    tunnel(stream, upstream);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> Host {
+        Host::Name(s.into())
+    }
+
+    #[test]
+    fn authorities_parse() {
+        assert_eq!(
+            parse_authority("Example.COM:443", None).unwrap(),
+            (name("example.com"), 443)
+        );
+        assert_eq!(
+            parse_authority("example.com", Some(80)).unwrap(),
+            (name("example.com"), 80)
+        );
+        assert_eq!(
+            parse_authority("[2001:db8::1]:8443", None).unwrap(),
+            (Host::Ip("2001:db8::1".parse().unwrap()), 8443)
+        );
+        assert_eq!(
+            parse_authority("10.0.0.1:22", None).unwrap(),
+            (Host::Ip("10.0.0.1".parse().unwrap()), 22)
+        );
+        for bad in [
+            "example.com",
+            "a:0",
+            "a:65536",
+            "user@host:443",
+            "[::1:443",
+            "[::1]x:1",
+            "a b:1",
+            "127.1:80",
+        ] {
+            assert!(parse_authority(bad, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn connect_requests_parse() {
+        let raw = b"CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\nrest";
+        let r = parse_http(raw).unwrap().unwrap();
+        assert_eq!(r.host, name("api.example.com"));
+        assert_eq!(r.port, 443);
+        assert!(r.upstream_head.is_none());
+        assert_eq!(&raw[r.body_start..], b"rest");
+        assert_eq!(parse_http(b"CONNECT a.com:443 HTTP/1.1\r\nHost: a").unwrap(), None);
+        assert!(parse_http(b"CONNECT a.com HTTP/1.1\r\n\r\n").is_err(), "port required");
+        assert!(parse_http(b"\x16\x03\x01garbage\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn plain_http_is_rewritten_to_origin_form() {
+        let r = parse_http(
+            b"GET http://Pub.Test:8080/x?y=1 HTTP/1.1\r\nHost: pub.test:8080\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\nUser-Agent: t\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((r.host.clone(), r.port), (name("pub.test"), 8080));
+        let head = String::from_utf8(r.upstream_head.unwrap()).unwrap();
+        assert_eq!(
+            head,
+            "GET /x?y=1 HTTP/1.1\r\nHost: pub.test:8080\r\nUser-Agent: t\r\nConnection: close\r\n\r\n"
+        );
+        let r = parse_http(b"GET http://pub.test HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert_eq!(r.port, 80);
+        assert_eq!(
+            String::from_utf8(r.upstream_head.unwrap()).unwrap(),
+            "GET / HTTP/1.1\r\nHost: pub.test\r\nConnection: close\r\n\r\n"
+        );
+        assert!(parse_http(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
+        assert!(parse_http(b"GET https://a.com/ HTTP/1.1\r\n\r\n").is_err());
+        assert!(parse_http(b"GET http://user@a.com/ HTTP/1.1\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn socks_greetings_parse() {
+        assert_eq!(parse_greeting(&[5]), Parsed::Incomplete);
+        assert_eq!(parse_greeting(&[5, 2, 2]), Parsed::Incomplete);
+        assert_eq!(parse_greeting(&[5, 2, 2, 0]), Parsed::Done(true, 4));
+        assert_eq!(parse_greeting(&[5, 1, 2]), Parsed::Done(false, 3));
+        assert!(matches!(parse_greeting(&[4, 1, 0]), Parsed::Bad(..)));
+    }
+
+    #[test]
+    fn socks_requests_parse() {
+        let mut r = vec![5, 1, 0, 3, 8];
+        r.extend_from_slice(b"PUB.test");
+        r.extend_from_slice(&443u16.to_be_bytes());
+        assert_eq!(parse_request(&r), Parsed::Done((name("pub.test"), 443), r.len()));
+        assert_eq!(parse_request(&r[..r.len() - 1]), Parsed::Incomplete);
+        let v4 = [5, 1, 0, 1, 127, 0, 0, 1, 0, 80];
+        assert_eq!(
+            parse_request(&v4),
+            Parsed::Done((Host::Ip("127.0.0.1".parse().unwrap()), 80), 10)
+        );
+        let mut v6 = vec![5, 1, 0, 4];
+        v6.extend_from_slice(&"::ffff:10.0.0.1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        v6.extend_from_slice(&[0, 22]);
+        assert_eq!(
+            parse_request(&v6),
+            Parsed::Done((Host::Ip("10.0.0.1".parse().unwrap()), 22), 22)
+        );
+        assert!(matches!(
+            parse_request(&[5, 2, 0, 1, 1, 2, 3, 4, 0, 80]),
+            Parsed::Bad(SOCKS_COMMAND_NOT_SUPPORTED, _)
+        ));
+        assert!(matches!(
+            parse_request(&[5, 1, 0, 9, 0, 0]),
+            Parsed::Bad(SOCKS_ADDRESS_NOT_SUPPORTED, _)
+        ));
+        let mut bad = vec![5, 1, 0, 3, 5];
+        bad.extend_from_slice(b"127.1");
+        bad.extend_from_slice(&[0, 80]);
+        assert!(matches!(parse_request(&bad), Parsed::Bad(SOCKS_NOT_ALLOWED, _)));
+        assert!(matches!(
+            parse_request(&[5, 1, 0, 1, 1, 2, 3, 4, 0, 0]),
+            Parsed::Bad(SOCKS_NOT_ALLOWED, _)
+        ));
+    }
+}

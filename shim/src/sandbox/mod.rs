@@ -1,0 +1,105 @@
+//! Policy -> bundle -> container for one command: `claude-shim sandbox` and
+//! `claude-shim bundle`. The policy is compiled by the bundle crate against
+//! this machine (`host`), written as a bundle, and run by the runtime like any
+//! other; everything made for the run is removed on the way out.
+
+pub mod host;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use claude_shim_bundle::{compile, write_bundle, Compiled, Invocation, Placeholder, Policy, WriteOptions};
+
+/// `--policy`: a path, or the name of an embedded policy (`agent`, `offline`).
+pub fn load_policy(arg: Option<&str>) -> Result<Policy> {
+    match arg {
+        None | Some("agent") => Ok(Policy::embedded_default()),
+        Some("offline") => Ok(Policy::embedded_offline()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("read policy {path}"))?;
+            Policy::from_toml_str(&text, path).map_err(|e| anyhow!("{e}"))
+        }
+    }
+}
+
+/// Who runs what, where, as the compiler needs to know it.
+pub fn invocation(
+    workdir: Option<&Path>,
+    rootfs: Option<&Path>,
+    args: &[String],
+    terminal: bool,
+) -> Result<Invocation> {
+    let workdir = match workdir {
+        Some(w) => w.to_path_buf(),
+        None => std::env::current_dir().context("read the working directory")?,
+    };
+    let workdir =
+        std::fs::canonicalize(&workdir).with_context(|| format!("open working directory {}", workdir.display()))?;
+    if !workdir.is_dir() {
+        anyhow::bail!("use working directory {}: it is not a directory", workdir.display());
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let rootfs = match rootfs {
+        Some(r) => Some(std::fs::canonicalize(r).with_context(|| format!("open rootfs {}", r.display()))?),
+        None => None,
+    };
+    Ok(Invocation {
+        workdir,
+        home,
+        uid,
+        gid,
+        unprivileged: uid != 0,
+        env: std::env::vars().collect(),
+        args: args.to_vec(),
+        terminal,
+        rootfs,
+    })
+}
+
+pub fn compile_policy(policy: &Policy, inv: &Invocation) -> Result<Compiled> {
+    compile(policy, &host::StdHost, inv).map_err(|e| anyhow!("{e}"))
+}
+
+/// Protected paths missing from the working directory are created empty so
+/// they can be mounted read-only (the sandbox cannot plant a git hook or an
+/// MCP config there). Returns the ones this run created, to remove afterwards.
+pub fn create_placeholders(placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
+    let mut made = Vec::new();
+    for p in placeholders {
+        if p.path.symlink_metadata().is_ok() {
+            continue;
+        }
+        let r = if p.dir {
+            std::fs::create_dir(&p.path)
+        } else {
+            std::fs::File::create_new(&p.path).map(|_| ())
+        };
+        r.with_context(|| format!("create placeholder {}", p.path.display()))?;
+        made.push(p.clone());
+    }
+    Ok(made)
+}
+
+/// Removes the placeholders a run created, if they are still empty.
+pub fn remove_placeholders(made: &[Placeholder]) {
+    for p in made.iter().rev() {
+        let r = if p.dir {
+            std::fs::remove_dir(&p.path)
+        } else if p.path.metadata().is_ok_and(|m| m.len() == 0) {
+            std::fs::remove_file(&p.path)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r {
+            tracing::debug!("kept placeholder {}: {e}", p.path.display());
+        }
+    }
+}
+
+pub fn write(out: &Path, compiled: &Compiled, overwrite: bool) -> Result<()> {
+    write_bundle(out, compiled, WriteOptions { overwrite }).map_err(|e| anyhow!("{e}"))
+}

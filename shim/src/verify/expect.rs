@@ -1,0 +1,416 @@
+//! What the probe must find inside a sandbox. `verify` derives an
+//! `Expectations` from the policy (and from facts only the host can see: its
+//! namespace inodes, its pids, its session), hands it to the probe as JSON, and
+//! the probe checks each item from inside. Every field is explicit: an empty
+//! list means "nothing of this kind to check", never "use a default".
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::VerifyError;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Expectations {
+    pub env: EnvExpect,
+    /// The uid and gid the sandbox's process runs as; None: not checked.
+    pub user: Option<UserIds>,
+    /// Fields of /proc/self/status.
+    pub status: StatusExpect,
+    pub namespaces: NamespaceExpect,
+    pub pid: PidExpect,
+    pub tty: TtyExpect,
+    pub paths: PathsExpect,
+    pub sockets: SocketsExpect,
+    pub escapes: EscapesExpect,
+    /// One entry per syscall probe (names from `syscalls::CATALOG`), with what
+    /// the sandbox's seccomp profile must make of it.
+    pub syscalls: BTreeMap<String, SyscallExpect>,
+    pub network: NetworkExpect,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EnvExpect {
+    /// Variables that must hold exactly this value: the IS_SANDBOX=1 sentinel,
+    /// GIT_CONFIG_GLOBAL of the curated gitconfig, ...
+    pub equals: BTreeMap<String, String>,
+    /// Variables that must be absent: tokens, SSH_AUTH_SOCK, ...
+    pub absent: Vec<String>,
+    /// When set, the only variable names allowed: the environment was built
+    /// from an allow-list, not filtered from the caller's.
+    pub allowed: Option<Vec<String>>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UserIds {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The values /proc/self/status must show (proc(5)).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StatusExpect {
+    /// NoNewPrivs: 1 means setuid bits and file capabilities are ignored at execve.
+    pub no_new_privs: u64,
+    /// Seccomp: 2 is SECCOMP_MODE_FILTER.
+    pub seccomp: u64,
+    pub cap_inh: u64,
+    pub cap_prm: u64,
+    pub cap_eff: u64,
+    pub cap_bnd: u64,
+    pub cap_amb: u64,
+}
+
+impl StatusExpect {
+    /// The sandbox's: no_new_privs, a filter, no capability in any set.
+    #[cfg(test)]
+    pub const LOCKED: StatusExpect = StatusExpect {
+        no_new_privs: 1,
+        seccomp: 2,
+        cap_inh: 0,
+        cap_prm: 0,
+        cap_eff: 0,
+        cap_bnd: 0,
+        cap_amb: 0,
+    };
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceExpect {
+    /// Namespace kind (as in /proc/self/ns: pid, ipc, uts, mnt, net, cgroup,
+    /// user, time) -> the host's inode, which the sandbox's must differ from.
+    /// The probe cannot see the host's; `HostFacts` reads them.
+    pub differ_from_host: BTreeMap<String, u64>,
+    /// The sandbox's hostname (its own UTS namespace).
+    pub hostname: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PidExpect {
+    /// The probe is the sandbox's process itself, so it must be pid 1 of a new
+    /// pid namespace.
+    pub probe_is_init: bool,
+    /// Pids of host processes alive while the probe runs (the verifying
+    /// process, the runtime, helpers such as pasta): kill(pid, 0) must give ESRCH.
+    pub host_pids: Vec<i32>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TtyExpect {
+    /// The caller's session id: the sandbox must run in another session
+    /// (TIOCSTI needs the terminal to be the caller's controlling one).
+    /// None: the session check is not applicable.
+    pub caller_sid: Option<i32>,
+    /// Probe fds 0, 1 and 2: a terminal there must refuse TIOCSTI unless it is
+    /// the sandbox's own pty.
+    pub probe_stdio: bool,
+    /// st_dev of the host's /dev/pts: a pty of that devpts instance is never
+    /// the sandbox's own, even if the sandbox sees it at /dev/pts.
+    pub host_pts_dev: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PathsExpect {
+    /// Absent, an empty file, or an empty directory: ~/.ssh, ~/.netrc,
+    /// ~/.Xauthority, /run/user, /run/secrets, /tmp (IDE sockets), the
+    /// masked files of /proc.
+    pub hidden: Vec<PathBuf>,
+    /// Existing paths whose writes are refused with one of the errnos.
+    pub read_only: Vec<ReadOnlyPath>,
+    /// Existing directories where a file can be created (or files that open
+    /// for writing).
+    pub writable: Vec<PathBuf>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReadOnlyPath {
+    pub path: PathBuf,
+    /// EROFS for a read-only mount; /proc/sys may also give EACCES.
+    pub refused_with: Errnos,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SocketsExpect {
+    /// Unix socket paths that must not accept a connection: the engine's
+    /// socket, $SSH_AUTH_SOCK, IDE sockets under the host's /tmp.
+    pub unix: Vec<PathBuf>,
+    /// Abstract unix socket names (without the leading NUL) that a host process
+    /// listens on; unreachable from another network namespace.
+    pub abstract_names: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EscapesExpect {
+    /// The seed's chain: unshare(NEWUSER|NEWNS), pivot_root, umount2(MNT_DETACH),
+    /// rename of a protected file: refused at the first step, file unchanged.
+    pub nested_userns: Option<NestedUserns>,
+    /// CVE-2022-0492: unshare -UrmC then mount cgroup v1: refused at unshare.
+    pub cgroup_release_agent: bool,
+    /// After dropping every capability, an execve (the path a setuid-root file
+    /// takes) regains none.
+    pub exec_gains_nothing: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NestedUserns {
+    /// A file the sandbox protects (e.g. <workdir>/.git/config); it must exist.
+    pub protected_file: PathBuf,
+}
+
+/// What a syscall probe must observe.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SyscallExpect {
+    /// The filter lets it through (and the harmless call reaches the kernel).
+    Allowed,
+    /// The filter refuses it with one of these errnos.
+    Blocked(Errnos),
+    /// Refused with one of these errnos by the filter or by the kernel (raw
+    /// sockets without CAP_NET_RAW): the defence is not the filter alone.
+    Refused(Errnos),
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkExpect {
+    /// The sandbox's network mode (annotation run.claude-shim.network): none,
+    /// allowlist or public. None: no network check.
+    pub mode: Option<String>,
+}
+
+/// A set of errnos, written as their names ("EPERM").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Errnos(pub Vec<Errno>);
+
+impl Errnos {
+    pub fn of(errnos: &[Errno]) -> Self {
+        Self(errnos.to_vec())
+    }
+
+    pub fn contains(&self, e: Errno) -> bool {
+        self.0.contains(&e)
+    }
+}
+
+impl fmt::Display for Errnos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self.0.iter().map(|e| errno_name(*e)).collect();
+        f.write_str(&names.join("/"))
+    }
+}
+
+impl Serialize for Errnos {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|e| errno_name(*e)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Errnos {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let names = Vec::<String>::deserialize(d)?;
+        let errnos = names
+            .iter()
+            .map(|n| parse_errno(n).ok_or_else(|| serde::de::Error::custom(format!("unknown errno {n:?}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self(errnos))
+    }
+}
+
+/// "EPERM" for EPERM.
+pub fn errno_name(e: Errno) -> String {
+    format!("{e:?}")
+}
+
+/// The errno named `name` ("EPERM"), as the C library names them.
+pub fn parse_errno(name: &str) -> Option<Errno> {
+    (1..4096)
+        .map(Errno::from_raw)
+        .find(|e| *e != Errno::UnknownErrno && errno_name(*e) == name)
+}
+
+/// Namespace kinds as /proc/self/ns names them.
+pub const NAMESPACE_KINDS: &[&str] = &["pid", "ipc", "uts", "mnt", "net", "cgroup", "user", "time"];
+
+/// Network modes of the contract (run.claude-shim.network).
+pub const NETWORK_MODES: &[&str] = &["none", "allowlist", "public"];
+
+impl Expectations {
+    /// Refuses expectations the probe could not check as written: an unknown
+    /// namespace kind, syscall probe or network mode, a relative path, an empty
+    /// errno set. A typo must not turn into a check that silently never runs.
+    pub fn validate(&self) -> Result<(), VerifyError> {
+        let bad = |field: &str, why: String| Err(VerifyError::Expectations(format!("{field}: {why}")));
+        for kind in self.namespaces.differ_from_host.keys() {
+            if !NAMESPACE_KINDS.contains(&kind.as_str()) {
+                return bad(
+                    "namespaces.differ_from_host",
+                    format!("unknown namespace {kind:?} (known: {})", NAMESPACE_KINDS.join(", ")),
+                );
+            }
+        }
+        for (name, expect) in &self.syscalls {
+            if super::syscalls::find(name).is_none() {
+                return bad("syscalls", format!("no probe named {name:?}"));
+            }
+            if let SyscallExpect::Blocked(e) | SyscallExpect::Refused(e) = expect {
+                if e.0.is_empty() {
+                    return bad("syscalls", format!("{name:?} is blocked with no errno"));
+                }
+            }
+        }
+        let paths = self
+            .paths
+            .hidden
+            .iter()
+            .chain(self.paths.writable.iter())
+            .chain(self.paths.read_only.iter().map(|r| &r.path))
+            .chain(self.sockets.unix.iter())
+            .chain(self.escapes.nested_userns.iter().map(|n| &n.protected_file));
+        for p in paths {
+            if !p.is_absolute() {
+                return bad("paths", format!("{} is not absolute", p.display()));
+            }
+        }
+        for r in &self.paths.read_only {
+            if r.refused_with.0.is_empty() {
+                return bad("paths.read_only", format!("{} has no errno", r.path.display()));
+            }
+        }
+        if let Some(mode) = &self.network.mode {
+            if !NETWORK_MODES.contains(&mode.as_str()) {
+                return bad("network.mode", format!("unknown mode {mode:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("expectations serialize to JSON")
+    }
+
+    pub fn from_json(raw: &str) -> Result<Self, VerifyError> {
+        let exp: Self = serde_json::from_str(raw).map_err(|e| VerifyError::Expectations(e.to_string()))?;
+        exp.validate()?;
+        Ok(exp)
+    }
+}
+
+/// A complete set of expectations for unit tests.
+#[cfg(test)]
+pub(crate) fn sample() -> Expectations {
+    Expectations {
+        env: EnvExpect {
+            equals: [("IS_SANDBOX".to_owned(), "1".to_owned())].into(),
+            absent: vec!["GITHUB_TOKEN".into()],
+            allowed: None,
+        },
+        user: Some(UserIds { uid: 0, gid: 0 }),
+        status: StatusExpect::LOCKED,
+        namespaces: NamespaceExpect {
+            differ_from_host: [("pid".to_owned(), 4026531836)].into(),
+            hostname: None,
+        },
+        pid: PidExpect {
+            probe_is_init: true,
+            host_pids: vec![1],
+        },
+        tty: TtyExpect {
+            caller_sid: Some(1),
+            probe_stdio: true,
+            host_pts_dev: None,
+        },
+        paths: PathsExpect {
+            hidden: vec!["/root/.ssh".into()],
+            read_only: vec![ReadOnlyPath {
+                path: "/etc".into(),
+                refused_with: Errnos::of(&[Errno::EROFS]),
+            }],
+            writable: vec!["/tmp".into()],
+        },
+        sockets: SocketsExpect {
+            unix: vec![],
+            abstract_names: vec![],
+        },
+        escapes: EscapesExpect {
+            nested_userns: None,
+            cgroup_release_agent: true,
+            exec_gains_nothing: true,
+        },
+        syscalls: [
+            ("mount".to_owned(), SyscallExpect::Blocked(Errnos::of(&[Errno::EPERM]))),
+            ("fork".to_owned(), SyscallExpect::Allowed),
+        ]
+        .into(),
+        network: NetworkExpect { mode: None },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_json() {
+        let e = sample();
+        let json = e.to_json();
+        assert!(json.contains(r#""mount":{"blocked":["EPERM"]}"#), "{json}");
+        assert!(json.contains(r#""fork":"allowed""#), "{json}");
+        assert_eq!(Expectations::from_json(&json).unwrap(), e);
+    }
+
+    #[test]
+    fn errno_names_parse() {
+        assert_eq!(parse_errno("EPERM"), Some(Errno::EPERM));
+        assert_eq!(parse_errno("ENOSYS"), Some(Errno::ENOSYS));
+        assert_eq!(parse_errno("EROFS"), Some(Errno::EROFS));
+        assert_eq!(parse_errno("EPREM"), None);
+    }
+
+    #[test]
+    fn unknown_fields_and_names_are_refused() {
+        let mut v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        v["status"]["capeff"] = 0.into();
+        let err = Expectations::from_json(&v.to_string()).unwrap_err().to_string();
+        assert!(err.contains("capeff"), "{err}");
+
+        let mut e = sample();
+        e.syscalls.insert("mont".into(), SyscallExpect::Allowed);
+        let err = e.validate().unwrap_err().to_string();
+        assert!(err.contains("mont"), "{err}");
+
+        let mut e = sample();
+        e.namespaces.differ_from_host.insert("network".into(), 1);
+        assert!(e.validate().is_err());
+
+        let mut e = sample();
+        e.paths.hidden.push("relative/.ssh".into());
+        assert!(e.validate().is_err());
+
+        let mut v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        v["syscalls"]["mount"] = serde_json::json!({"blocked": ["EPREM"]});
+        let err = Expectations::from_json(&v.to_string()).unwrap_err().to_string();
+        assert!(err.contains("EPREM"), "{err}");
+    }
+
+    #[test]
+    fn missing_sections_are_refused() {
+        let mut v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();
+        v.as_object_mut().unwrap().remove("escapes");
+        assert!(Expectations::from_json(&v.to_string()).is_err());
+    }
+}

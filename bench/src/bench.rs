@@ -583,8 +583,15 @@ impl<'a> Planner<'a> {
             let m = SYSCALLS.to_vec();
             let plain = |p: &mut Self, variant: &str, seccomp: Option<Value>, oci: bool, st: State| {
                 let argv = argv.clone();
+                let tree = p.ctx.tree.clone();
                 p.case(i, variant, m.clone(), st, |p, rt| {
-                    let mut job = Job::new(argv, Path::new("/"));
+                    // The sandbox refuses / as its writable working directory.
+                    let cwd = if rt.kind == Kind::Sandbox {
+                        tree
+                    } else {
+                        PathBuf::from("/")
+                    };
+                    let mut job = Job::new(argv, &cwd);
                     let holder = seccomp;
                     job.seccomp = holder.as_ref();
                     job.oci_seccomp = oci;

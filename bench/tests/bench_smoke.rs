@@ -18,7 +18,11 @@ fn claude_shim() -> PathBuf {
     let p = std::env::var_os("CLAUDE_SHIM")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target/x86_64-unknown-linux-gnu/release/claude-shim"));
-    assert!(p.is_file(), "claude-shim binary {} is missing: cargo build --release", p.display());
+    assert!(
+        p.is_file(),
+        "claude-shim binary {} is missing: cargo build --release",
+        p.display()
+    );
     p
 }
 
@@ -72,17 +76,26 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
     let runtimes = r["runtimes"].as_array().unwrap();
     let kinds: Vec<&str> = runtimes.iter().map(|x| x["kind"].as_str().unwrap()).collect();
     for k in ["host", "bwrap", "runc", "crun", "runsc", "claude-shim", "sandbox"] {
-        assert!(kinds.contains(&k), "runtime {k} is listed (present, missing or failing): {kinds:?}");
+        assert!(
+            kinds.contains(&k),
+            "runtime {k} is listed (present, missing or failing): {kinds:?}"
+        );
     }
 
     for m in metrics {
         let id = m["id"].as_str().unwrap();
         let svg = fs::read_to_string(run.join(format!("{id}.svg"))).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{id}.svg is an SVG");
-        assert!(table.contains(m["title"].as_str().unwrap()), "the table has a section for {id}");
+        assert!(
+            table.contains(m["title"].as_str().unwrap()),
+            "the table has a section for {id}"
+        );
         for rt in runtimes {
             let name = rt["name"].as_str().unwrap();
-            let mine: Vec<&Value> = rows.iter().filter(|x| x["metric"] == id && x["runtime"] == name).collect();
+            let mine: Vec<&Value> = rows
+                .iter()
+                .filter(|x| x["metric"] == id && x["runtime"] == name)
+                .collect();
             assert!(!mine.is_empty(), "runtime {name} has a row in {id}");
             for row in mine {
                 let label = row["label"].as_str().unwrap();
@@ -114,10 +127,18 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
                 .iter()
                 .find(|x| x["metric"] == "cold_start" && x["runtime"] == name)
                 .unwrap();
-            assert_eq!(cold["status"], "ok", "{name} is present, so its cold start is measured: {cold}");
+            assert_eq!(
+                cold["status"], "ok",
+                "{name} is present, so its cold start is measured: {cold}"
+            );
         }
     }
-    for (bin, kind) in [("runc", "runc"), ("crun", "crun"), ("runsc", "runsc"), ("bwrap", "bwrap")] {
+    for (bin, kind) in [
+        ("runc", "runc"),
+        ("crun", "crun"),
+        ("runsc", "runsc"),
+        ("bwrap", "bwrap"),
+    ] {
         let installed = ["/usr/bin", "/usr/sbin", "/usr/local/bin"]
             .iter()
             .any(|d| Path::new(d).join(bin).is_file());
@@ -125,7 +146,10 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
         for rt in listed {
             let status = rt["availability"]["status"].as_str().unwrap();
             if installed {
-                assert_ne!(status, "missing", "{bin} is installed, so it is not reported missing: {rt}");
+                assert_ne!(
+                    status, "missing",
+                    "{bin} is installed, so it is not reported missing: {rt}"
+                );
             } else {
                 assert_eq!(status, "missing", "{bin} is not installed: {rt}");
             }

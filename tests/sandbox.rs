@@ -488,3 +488,39 @@ fn verify_fails_a_runtime_that_loosens_the_bundle() {
     let seccomp_row = stdout.lines().find(|l| l.starts_with("status Seccomp")).unwrap();
     assert!(seccomp_row.contains("FAIL"), "{seccomp_row}");
 }
+
+/// Sandboxes started together on one working directory share the read-only
+/// placeholders (.mcp.json...): none pulls one from under another, and the
+/// last one out removes them.
+#[test]
+fn concurrent_sandboxes_on_one_directory() {
+    let env = Env::new();
+    let ws = workspace(None);
+    let children: Vec<_> = (0..12)
+        .map(|i| {
+            sandbox(
+                &env,
+                &ws,
+                "agent",
+                &format!("test -f .mcp.json && ! ( : > .mcp.json ) 2>/dev/null && echo ok-{i}"),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+    for (i, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(
+            (out.status.code(), String::from_utf8_lossy(&out.stdout).trim()),
+            (Some(0), format!("ok-{i}").as_str()),
+            "sandbox {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for pid in pids {
+        assert_clean(&env, &ws, pid);
+    }
+}

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use crate::commands::run::{generated_id, run_bundle, RunOptions};
 use crate::runtime::{foreground, Runtime};
 use crate::sandbox;
+use crate::sandbox::lease::Lease;
 
 /// How long a command has to exit after Ctrl-C or SIGTERM before it is killed.
 const GRACE: Duration = Duration::from_secs(2);
@@ -24,14 +25,18 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     let terminal = is_tty(std::io::stdin().as_raw_fd()) && is_tty(std::io::stdout().as_raw_fd());
     let policy = sandbox::load_policy(args.policy.as_deref())?;
     let inv = sandbox::invocation(args.workdir.as_deref(), args.rootfs.as_deref(), &args.command, terminal)?;
-    let compiled = sandbox::compile_policy(&policy, &inv)?;
-
     let id = generated_id("sandbox");
     let ours = rt.root.join(".claude-shim");
     std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
     let bundle = ours.join(format!("{id}.bundle"));
-    let made = sandbox::create_placeholders(&compiled.placeholders)?;
-    let result = sandbox::write(&bundle, &compiled, false).and_then(|()| {
+    // Taken before compiling: another sandbox on this directory must not
+    // remove a placeholder this one is about to mount.
+    let mut lease = Lease::acquire(&ours, &inv.workdir)?;
+    let result = (|| {
+        let compiled = sandbox::compile_policy(&policy, &inv)?;
+        lease.create(&compiled.placeholders)?;
+        lease.share()?;
+        sandbox::write(&bundle, &compiled, false)?;
         let opts = RunOptions {
             id: &id,
             bundle: &bundle,
@@ -44,8 +49,8 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
             stdio: None,
         };
         run_bundle(rt, opts, &crate::admin::apply, &mut Some, Some(GRACE))
-    });
-    sandbox::remove_placeholders(&made);
+    })();
+    lease.release();
     if let Err(e) = std::fs::remove_dir_all(&bundle) {
         tracing::warn!("remove bundle {}: {e}", bundle.display());
     }

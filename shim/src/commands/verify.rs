@@ -12,8 +12,10 @@ use anyhow::{anyhow, Context, Result};
 use crate::commands::run::{generated_id, run_bundle, RunOptions};
 use crate::runtime::{seal, Runtime};
 use crate::sandbox;
+use crate::sandbox::lease::Lease;
 use crate::verify::report::{self, ProbeRun, Report};
 use crate::verify::{from_spec, prepare_spec, HostFacts};
+use claude_shim_bundle::Compiled;
 
 fn capture(dir: &Path, name: &str) -> Result<(File, std::path::PathBuf)> {
     let path = dir.join(name);
@@ -96,18 +98,21 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
         &["true".to_owned()],
         false,
     )?;
-    let mut compiled = sandbox::compile_policy(&policy, &inv)?;
-    let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &HostFacts::collect());
-    let exe = seal::exe_on_disk()?;
-    prepare_spec(&mut compiled.spec, &exe, &exp).map_err(|e| anyhow!("{e}"))?;
-
     let ours = rt.root.join(".claude-shim");
     std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
+    // Before compiling, as `sandbox` does: placeholders are shared with any
+    // sandbox running on the same directory.
+    let mut lease = Lease::acquire(&ours, &inv.workdir)?;
     let work = ours.join(format!("{}.verify", generated_id("v")));
-    std::fs::create_dir_all(&work).with_context(|| format!("create {}", work.display()))?;
     let bundle = work.join("bundle");
-    let made = sandbox::create_placeholders(&compiled.placeholders)?;
-    let result = (|| -> Result<Vec<Report>> {
+    let result = (|| -> Result<(Vec<Report>, Compiled)> {
+        let mut compiled = sandbox::compile_policy(&policy, &inv)?;
+        let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &HostFacts::collect());
+        let exe = seal::exe_on_disk()?;
+        prepare_spec(&mut compiled.spec, &exe, &exp).map_err(|e| anyhow!("{e}"))?;
+        lease.create(&compiled.placeholders)?;
+        lease.share()?;
+        std::fs::create_dir_all(&work).with_context(|| format!("create {}", work.display()))?;
         sandbox::write(&bundle, &compiled, false)?;
         let mut reports = vec![Report::for_expectations(
             "claude-shim",
@@ -125,11 +130,11 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
                 &under_runtime(runtime, &bundle, &work)?,
             ));
         }
-        Ok(reports)
+        Ok((reports, compiled))
     })();
-    sandbox::remove_placeholders(&made);
+    lease.release();
     let _ = std::fs::remove_dir_all(&work);
-    let reports = result?;
+    let (reports, compiled) = result?;
 
     if args.json {
         let json = if reports.len() == 1 {

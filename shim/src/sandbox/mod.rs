@@ -4,6 +4,7 @@
 //! other; everything made for the run is removed on the way out.
 
 pub mod host;
+pub mod lease;
 
 use std::path::{Path, PathBuf};
 
@@ -66,7 +67,7 @@ pub fn compile_policy(policy: &Policy, inv: &Invocation) -> Result<Compiled> {
 
 /// Protected paths missing from the working directory are created empty so
 /// they can be mounted read-only (the sandbox cannot plant a git hook or an
-/// MCP config there). Returns the ones this run created, to remove afterwards.
+/// MCP config there). For `bundle`, which leaves them; a run uses `lease`.
 pub fn create_placeholders(placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
     let mut made = Vec::new();
     for p in placeholders {
@@ -82,22 +83,6 @@ pub fn create_placeholders(placeholders: &[Placeholder]) -> Result<Vec<Placehold
         made.push(p.clone());
     }
     Ok(made)
-}
-
-/// Removes the placeholders a run created, if they are still empty.
-pub fn remove_placeholders(made: &[Placeholder]) {
-    for p in made.iter().rev() {
-        let r = if p.dir {
-            std::fs::remove_dir(&p.path)
-        } else if p.path.metadata().is_ok_and(|m| m.len() == 0) {
-            std::fs::remove_file(&p.path)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = r {
-            tracing::debug!("kept placeholder {}: {e}", p.path.display());
-        }
-    }
 }
 
 pub fn write(out: &Path, compiled: &Compiled, overwrite: bool) -> Result<()> {

@@ -1,0 +1,288 @@
+//! Placeholders shared by concurrent sandboxes on one working directory.
+//! `sandbox` and `verify` create missing protected paths (`.git/hooks`,
+//! `.mcp.json`...) empty so they can be mounted read-only, and remove them
+//! afterwards. Two sandboxes on the same directory must not pull a placeholder
+//! from under each other: each holds a shared lease on the directory while it
+//! runs, and only the last one out removes what any of them created.
+//!
+//! Two flock(2)s per directory, in `<state>/.claude-shim/`:
+//! `.workdir-<hash>.lease`, held shared by every sandbox running there, and
+//! `.workdir-<hash>.lock`, held exclusively while placeholders are created (from before
+//! the policy is compiled until the lease is shared) or removed (by a sandbox
+//! that finds the lease free on its way out). The placeholders created so far
+//! are listed in `.workdir-<hash>.json`, so one left by a killed sandbox is removed by
+//! the next that finishes.
+
+use std::fs::{File, OpenOptions};
+use std::hash::Hasher;
+use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use claude_shim_bundle::Placeholder;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    path: PathBuf,
+    dir: bool,
+}
+
+struct Paths {
+    lock: PathBuf,
+    lease: PathBuf,
+    registry: PathBuf,
+}
+
+/// A sandbox's hold on its working directory: `acquire` (exclusive, before
+/// compiling), `create`, `share` (while it runs), `release`.
+pub struct Lease {
+    paths: Paths,
+    /// The exclusive lock, held from `acquire` to `share`.
+    mutex: Option<File>,
+    lease: File,
+}
+
+fn key(workdir: &Path) -> String {
+    let mut h = fnv::FnvHasher::default();
+    h.write(workdir.as_os_str().as_encoded_bytes());
+    format!("{:016x}", h.finish())
+}
+
+fn open(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("open lock {}", path.display()))
+}
+
+/// Locks the file at `path` exclusively. The cleaner unlinks it while holding
+/// it, so a lock taken on an inode no longer at the path is retried.
+fn lock_current(path: &Path) -> Result<File> {
+    loop {
+        let file = open(path)?;
+        file.lock().with_context(|| format!("lock {}", path.display()))?;
+        match std::fs::metadata(path) {
+            Ok(m) if m.ino() == file.metadata()?.ino() => return Ok(file),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("stat lock {}", path.display())),
+        }
+    }
+}
+
+fn entries(registry: &Path) -> Result<Vec<Entry>> {
+    match std::fs::read(registry) {
+        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("parse {}", registry.display())),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("read {}", registry.display())),
+    }
+}
+
+impl Lease {
+    /// Takes the directory's lock (waiting while another sandbox creates or
+    /// removes placeholders there, never while one merely runs). Call it
+    /// before the policy is compiled: compiling decides what already exists.
+    pub fn acquire(state: &Path, workdir: &Path) -> Result<Lease> {
+        std::fs::create_dir_all(state).with_context(|| format!("create state directory {}", state.display()))?;
+        // Dot files beside the per-container directories, which are named by id.
+        let k = key(workdir);
+        let paths = Paths {
+            lock: state.join(format!(".workdir-{k}.lock")),
+            lease: state.join(format!(".workdir-{k}.lease")),
+            registry: state.join(format!(".workdir-{k}.json")),
+        };
+        let mutex = lock_current(&paths.lock)?;
+        // Only a cleaner holding the lock unlinks the lease file: under the
+        // lock, the file at the path is the current one.
+        let lease = open(&paths.lease)?;
+        Ok(Lease {
+            paths,
+            mutex: Some(mutex),
+            lease,
+        })
+    }
+
+    fn store(&self, entries: &[Entry]) -> Result<()> {
+        let r = &self.paths.registry;
+        let tmp = r.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(entries)?).with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, r).with_context(|| format!("write {}", r.display()))
+    }
+
+    /// Creates the placeholders that are missing and records them. Returns
+    /// the ones this call created.
+    pub fn create(&self, placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
+        let mut entries = entries(&self.paths.registry)?;
+        let mut made = Vec::new();
+        let mut result = Ok(());
+        for p in placeholders {
+            if p.path.symlink_metadata().is_ok() {
+                continue;
+            }
+            let r = if p.dir {
+                std::fs::create_dir(&p.path)
+            } else {
+                File::create_new(&p.path).map(|_| ())
+            };
+            if let Err(e) = r {
+                result = Err(e).with_context(|| format!("create placeholder {}", p.path.display()));
+                break;
+            }
+            made.push(p.clone());
+            entries.push(Entry {
+                path: p.path.clone(),
+                dir: p.dir,
+            });
+        }
+        // Recorded even when a later one failed, so that they are removed.
+        if !made.is_empty() {
+            self.store(&entries)?;
+        }
+        result.map(|()| made)
+    }
+
+    /// Holds the lease shared and lets other sandboxes on the directory start.
+    pub fn share(&mut self) -> Result<()> {
+        self.lease
+            .lock_shared()
+            .with_context(|| format!("lock {}", self.paths.lease.display()))?;
+        self.mutex = None;
+        Ok(())
+    }
+
+    /// Gives the lease up. If no other sandbox holds it, removes every
+    /// recorded placeholder still empty, the record and the lock files.
+    /// Cleanup problems are logged, not fatal: the command's result stands.
+    pub fn release(self) {
+        if let Err(e) = self.clean() {
+            tracing::warn!("remove placeholders: {e:#}");
+        }
+    }
+
+    fn clean(self) -> Result<()> {
+        let Lease { paths, mutex, lease } = self;
+        // Our shared hold ends here, before the lock is taken: of sandboxes
+        // leaving together, the last to take the lock finds the lease free.
+        drop(lease);
+        let _mutex = match mutex {
+            Some(m) => m,
+            None => lock_current(&paths.lock)?,
+        };
+        // Under the lock, the lease at the path is the current one; it may be
+        // gone when another sandbox cleaned meanwhile.
+        let lease = match File::open(&paths.lease) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e).with_context(|| format!("open {}", paths.lease.display())),
+        };
+        match lease.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("lock {}", paths.lease.display()))
+            }
+        }
+        remove_placeholders(&entries(&paths.registry)?);
+        for p in [&paths.registry, &paths.lease, &paths.lock] {
+            if let Err(e) = std::fs::remove_file(p) {
+                if e.kind() != ErrorKind::NotFound {
+                    return Err(e).with_context(|| format!("remove {}", p.display()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Removes placeholders that are still empty; one the user has since filled is kept.
+fn remove_placeholders(entries: &[Entry]) {
+    for p in entries.iter().rev() {
+        let r = if p.dir {
+            std::fs::remove_dir(&p.path)
+        } else if p.path.symlink_metadata().is_ok_and(|m| m.is_file() && m.len() == 0) {
+            std::fs::remove_file(&p.path)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r {
+            if e.kind() != ErrorKind::NotFound {
+                tracing::debug!("kept placeholder {}: {e}", p.path.display());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ph(path: PathBuf, dir: bool) -> Placeholder {
+        Placeholder { path, dir }
+    }
+
+    #[test]
+    fn the_last_lease_out_removes_what_any_created() {
+        let t = tempfile::tempdir().unwrap();
+        let (state, wd) = (t.path().join("state"), t.path().join("wd"));
+        std::fs::create_dir_all(wd.join(".git")).unwrap();
+        let want = [ph(wd.join(".mcp.json"), false), ph(wd.join(".git/hooks"), true)];
+
+        let mut a = Lease::acquire(&state, &wd).unwrap();
+        assert_eq!(a.create(&want).unwrap().len(), 2);
+        a.share().unwrap();
+        // A second sandbox finds them and creates nothing, and can share.
+        let b_file_lock = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut b = Lease::acquire(&state, &wd).unwrap();
+                assert!(b.create(&want).unwrap().is_empty());
+                b.share().unwrap();
+                b
+            })
+            .join()
+            .unwrap()
+        });
+        // The creator leaves first: the placeholders stay for the other.
+        a.release();
+        assert!(wd.join(".mcp.json").exists() && wd.join(".git/hooks").is_dir());
+        b_file_lock.release();
+        assert!(!wd.join(".mcp.json").exists() && !wd.join(".git/hooks").exists());
+        assert!(wd.join(".git").is_dir());
+        assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "lock files left");
+    }
+
+    #[test]
+    fn a_filled_placeholder_and_the_users_files_are_kept() {
+        let t = tempfile::tempdir().unwrap();
+        let (state, wd) = (t.path().join("state"), t.path().join("wd"));
+        std::fs::create_dir_all(&wd).unwrap();
+        std::fs::write(wd.join(".bashrc"), "").unwrap();
+        let want = [ph(wd.join(".bashrc"), false), ph(wd.join(".claude"), true)];
+        let mut a = Lease::acquire(&state, &wd).unwrap();
+        assert_eq!(a.create(&want).unwrap(), vec![want[1].clone()]);
+        a.share().unwrap();
+        std::fs::write(wd.join(".claude/settings.json"), "{}").unwrap();
+        a.release();
+        assert!(wd.join(".bashrc").exists(), "the user's empty file is not ours");
+        assert!(wd.join(".claude/settings.json").exists());
+    }
+
+    #[test]
+    fn a_killed_sandboxs_placeholders_go_with_the_next() {
+        let t = tempfile::tempdir().unwrap();
+        let (state, wd) = (t.path().join("state"), t.path().join("wd"));
+        std::fs::create_dir_all(&wd).unwrap();
+        let want = [ph(wd.join(".mcp.json"), false)];
+        let a = Lease::acquire(&state, &wd).unwrap();
+        a.create(&want).unwrap();
+        drop(a); // killed: no release
+        let mut b = Lease::acquire(&state, &wd).unwrap();
+        assert!(b.create(&want).unwrap().is_empty());
+        b.share().unwrap();
+        b.release();
+        assert!(!wd.join(".mcp.json").exists());
+    }
+}

@@ -176,6 +176,6 @@ mod tests {
         let p = dir.path().join("f.bpf");
         write_bwrap_bpf(&p).unwrap();
         let len = fs::metadata(&p).unwrap().len();
-        assert!(len > 0 && len % 8 == 0, "BPF is 8-byte instructions, got {len} bytes");
+        assert!(len > 0 && len.is_multiple_of(8), "BPF is 8-byte instructions, got {len} bytes");
     }
 }

@@ -435,7 +435,11 @@ pub const README_END: &str = "<!-- bench:end -->";
 /// Replaces the README's benchmark section (or appends one) with this run's table and plots.
 pub fn update_readme(readme: &Path, r: &Results, dir: &Path) -> Result<()> {
     let text = fs::read_to_string(readme).with_context(|| format!("read {}", readme.display()))?;
-    let base = readme.parent().unwrap_or(Path::new("."));
+    // "README.md" has the parent "", which canonicalize refuses.
+    let base = readme
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let base = fs::canonicalize(base).unwrap_or(base.to_path_buf());
     let dir = fs::canonicalize(dir).unwrap_or(dir.to_path_buf());
     let rel = dir.strip_prefix(&base).unwrap_or(&dir).display().to_string();

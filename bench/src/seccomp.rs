@@ -176,6 +176,9 @@ mod tests {
         let p = dir.path().join("f.bpf");
         write_bwrap_bpf(&p).unwrap();
         let len = fs::metadata(&p).unwrap().len();
-        assert!(len > 0 && len.is_multiple_of(8), "BPF is 8-byte instructions, got {len} bytes");
+        assert!(
+            len > 0 && len.is_multiple_of(8),
+            "BPF is 8-byte instructions, got {len} bytes"
+        );
     }
 }

@@ -120,17 +120,13 @@ impl Lease {
         let mut made = Vec::new();
         let mut result = Ok(());
         for p in placeholders {
-            if p.path.symlink_metadata().is_ok() {
-                continue;
-            }
-            let r = if p.dir {
-                std::fs::create_dir(&p.path)
-            } else {
-                File::create_new(&p.path).map(|_| ())
-            };
-            if let Err(e) = r {
-                result = Err(e).with_context(|| format!("create placeholder {}", p.path.display()));
-                break;
+            match super::create_placeholder(p) {
+                Ok(false) => continue,
+                Ok(true) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
             }
             made.push(p.clone());
             entries.push(Entry {

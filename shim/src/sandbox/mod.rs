@@ -71,18 +71,25 @@ pub fn compile_policy(policy: &Policy, inv: &Invocation) -> Result<Compiled> {
 pub fn create_placeholders(placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
     let mut made = Vec::new();
     for p in placeholders {
-        if p.path.symlink_metadata().is_ok() {
-            continue;
+        if create_placeholder(p)? {
+            made.push(p.clone());
         }
-        let r = if p.dir {
-            std::fs::create_dir(&p.path)
-        } else {
-            std::fs::File::create_new(&p.path).map(|_| ())
-        };
-        r.with_context(|| format!("create placeholder {}", p.path.display()))?;
-        made.push(p.clone());
     }
     Ok(made)
+}
+
+/// Creates one placeholder unless something is at its path; true if it did.
+pub fn create_placeholder(p: &Placeholder) -> Result<bool> {
+    if p.path.symlink_metadata().is_ok() {
+        return Ok(false);
+    }
+    let r = if p.dir {
+        std::fs::create_dir(&p.path)
+    } else {
+        std::fs::File::create_new(&p.path).map(|_| ())
+    };
+    r.with_context(|| format!("create placeholder {}", p.path.display()))?;
+    Ok(true)
 }
 
 pub fn write(out: &Path, compiled: &Compiled, overwrite: bool) -> Result<()> {

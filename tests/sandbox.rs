@@ -401,8 +401,11 @@ fn bundle_runs_under_claude_shim_and_runc() {
         .status();
 }
 
+/// `verify` on this machine's own network: `--reach none`, since the allowed
+/// host of the agent policy would be looked up on the machine's resolver
+/// (tests/network.rs probes the allowed host inside its own test network).
 fn verify(env: &Env, ws: &Workspace, args: &[&str]) -> (i32, String, String) {
-    let mut full = vec!["verify", "--workdir", ws.work.to_str().unwrap()];
+    let mut full = vec!["verify", "--reach", "none", "--workdir", ws.work.to_str().unwrap()];
     full.extend_from_slice(args);
     let mut c = env.command(&full);
     c.env("HOME", &ws.home)

@@ -205,7 +205,12 @@ impl Host {
                 "exec_gains_nothing": true
             },
             "syscalls": syscall_expectations(),
-            "network": {"mode": "none"}
+            "network": {
+                "mode": "none",
+                "tamper_refused": true,
+                "direct": [{"what": "loopback", "addr": "127.0.0.1:1", "refused_with": ["ECONNREFUSED"]}],
+                "proxy": null
+            }
         });
         // A read-only check needs a path that exists: only where this kernel has
         // sysrq (CONFIG_MAGIC_SYSRQ) does the sandbox have to protect it.

@@ -86,7 +86,12 @@ fn expectations(abstract_name: &str) -> Value {
         "sockets": {"unix": [], "abstract_names": [abstract_name]},
         "escapes": {"nested_userns": null, "cgroup_release_agent": true, "exec_gains_nothing": true},
         "syscalls": syscalls,
-        "network": {"mode": "none"}
+        "network": {
+                "mode": "none",
+                "tamper_refused": true,
+                "direct": [{"what": "loopback", "addr": "127.0.0.1:1", "refused_with": ["ECONNREFUSED"]}],
+                "proxy": null
+            }
     })
 }
 

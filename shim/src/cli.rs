@@ -134,6 +134,10 @@ pub struct Verify {
     /// Print the results as JSON
     #[arg(long)]
     pub json: bool,
+    /// Allowlist mode: the allowed HOST[:PORT] to request through the proxy
+    /// (default: the first name on the allowlist, port 443); `none` skips it
+    #[arg(long, value_name = "HOST[:PORT]|none")]
+    pub reach: Option<String>,
 }
 
 #[derive(Args, Debug)]

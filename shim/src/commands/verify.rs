@@ -14,7 +14,7 @@ use crate::runtime::{seal, Runtime};
 use crate::sandbox;
 use crate::sandbox::lease::Lease;
 use crate::verify::report::{self, ProbeRun, Report};
-use crate::verify::{from_spec, prepare_spec, HostFacts};
+use crate::verify::{from_spec, prepare_spec, Canary, HostFacts};
 use claude_shim_bundle::Compiled;
 
 fn capture(dir: &Path, name: &str) -> Result<(File, std::path::PathBuf)> {
@@ -92,6 +92,9 @@ fn under_runtime(runtime: &Path, bundle: &Path, dir: &Path) -> Result<ProbeRun> 
 pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
     crate::runtime::foreground::defer_termination()?;
     let policy = sandbox::load_policy(args.policy.as_deref())?;
+    let reach = from_spec::Reach::parse(args.reach.as_deref())?;
+    // Held until the probes are done: see `Canary`.
+    let canary = Canary::open().context("listen on a canary port of the host")?;
     let inv = sandbox::invocation(
         args.workdir.as_deref(),
         args.rootfs.as_deref(),
@@ -107,7 +110,9 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
     let bundle = work.join("bundle");
     let result = (|| -> Result<(Vec<Report>, Compiled)> {
         let mut compiled = sandbox::compile_policy(&policy, &inv)?;
-        let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &HostFacts::collect());
+        let mut facts = HostFacts::collect();
+        facts.canary_port = Some(canary.port);
+        let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &facts, &reach);
         let exe = seal::exe_on_disk()?;
         prepare_spec(&mut compiled.spec, &exe, &exp).map_err(|e| anyhow!("{e}"))?;
         lease.create(&compiled.placeholders)?;

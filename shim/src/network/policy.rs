@@ -289,6 +289,14 @@ impl HostPattern {
         self.port
     }
 
+    /// The name of an entry that names exactly one host.
+    pub fn exact_name(&self) -> Option<&str> {
+        match &self.target {
+            Target::Exact(n) => Some(n),
+            _ => None,
+        }
+    }
+
     pub fn is_name(&self) -> bool {
         !matches!(self.target, Target::Ip(_))
     }

@@ -191,6 +191,51 @@ pub struct NetworkExpect {
     /// The sandbox's network mode (annotation run.claude-shim.network): none,
     /// allowlist or public. None: no network check.
     pub mode: Option<String>,
+    /// Changing the network namespace from inside (an address through
+    /// rtnetlink, the nftables filter through nfnetlink) must be refused with
+    /// EPERM: the sandbox holds no CAP_NET_ADMIN over its network namespace.
+    pub tamper_refused: bool,
+    /// Direct connections that must fail at once, with one of the errnos:
+    /// private ranges, metadata, the host's addresses and gateways, and (in
+    /// none and allowlist mode) any address at all.
+    pub direct: Vec<DirectTarget>,
+    /// Allowlist mode: the proxy's listeners inside the sandbox and the
+    /// requests whose answer is known from the policy.
+    pub proxy: Option<ProxyExpect>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DirectTarget {
+    /// What the address stands for ("metadata", "host address", "gateway").
+    pub what: String,
+    pub addr: std::net::SocketAddr,
+    pub refused_with: Errnos,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyExpect {
+    /// HTTP CONNECT listener (127.0.0.1:3128).
+    pub http: std::net::SocketAddr,
+    /// SOCKS5 listener (127.0.0.1:1080).
+    pub socks: std::net::SocketAddr,
+    pub requests: Vec<ProxyRequest>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyRequest {
+    /// What the target stands for ("allowed", "off the list", "metadata").
+    pub what: String,
+    /// A name or an address literal (IPv6 without brackets).
+    pub host: String,
+    pub port: u16,
+    /// Through the SOCKS5 listener instead of HTTP CONNECT.
+    pub socks: bool,
+    /// The policy admits it: the proxy must not answer 403 (the upstream
+    /// may still be unreachable). Otherwise the proxy must refuse it.
+    pub admit: bool,
 }
 
 /// A set of errnos, written as their names ("EPERM").
@@ -291,9 +336,28 @@ impl Expectations {
                 return bad("paths.read_only", format!("{} has no errno", r.path.display()));
             }
         }
-        if let Some(mode) = &self.network.mode {
-            if !NETWORK_MODES.contains(&mode.as_str()) {
+        match &self.network.mode {
+            Some(mode) if !NETWORK_MODES.contains(&mode.as_str()) => {
                 return bad("network.mode", format!("unknown mode {mode:?}"));
+            }
+            Some(mode) if mode != "allowlist" && self.network.proxy.is_some() => {
+                return bad("network.proxy", format!("mode {mode} runs no proxy"));
+            }
+            None if self.network.tamper_refused || !self.network.direct.is_empty() || self.network.proxy.is_some() => {
+                return bad("network", "network checks without a network mode".into());
+            }
+            _ => {}
+        }
+        for d in &self.network.direct {
+            if d.refused_with.0.is_empty() {
+                return bad("network.direct", format!("{} has no errno", d.addr));
+            }
+        }
+        if let Some(p) = &self.network.proxy {
+            for r in &p.requests {
+                if r.host.is_empty() || r.port == 0 {
+                    return bad("network.proxy", format!("request {:?} names no host and port", r.what));
+                }
             }
         }
         Ok(())
@@ -356,7 +420,26 @@ pub(crate) fn sample() -> Expectations {
             ("fork".to_owned(), SyscallExpect::Allowed),
         ]
         .into(),
-        network: NetworkExpect { mode: None },
+        network: NetworkExpect {
+            mode: Some("allowlist".into()),
+            tamper_refused: true,
+            direct: vec![DirectTarget {
+                what: "metadata".into(),
+                addr: "169.254.169.254:80".parse().unwrap(),
+                refused_with: Errnos::of(&[Errno::ENETUNREACH]),
+            }],
+            proxy: Some(ProxyExpect {
+                http: "127.0.0.1:3128".parse().unwrap(),
+                socks: "127.0.0.1:1080".parse().unwrap(),
+                requests: vec![ProxyRequest {
+                    what: "off the list".into(),
+                    host: "example.invalid".into(),
+                    port: 443,
+                    socks: false,
+                    admit: false,
+                }],
+            }),
+        },
     }
 }
 
@@ -399,6 +482,16 @@ mod tests {
 
         let mut e = sample();
         e.paths.hidden.push("relative/.ssh".into());
+        assert!(e.validate().is_err());
+
+        let mut e = sample();
+        e.network.mode = Some("public".into());
+        let err = e.validate().unwrap_err().to_string();
+        assert!(err.contains("runs no proxy"), "{err}");
+        e.network.mode = None;
+        assert!(e.validate().is_err());
+        let mut e = sample();
+        e.network.direct[0].refused_with = Errnos::of(&[]);
         assert!(e.validate().is_err());
 
         let mut v: serde_json::Value = serde_json::from_str(&sample().to_json()).unwrap();

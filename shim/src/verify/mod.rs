@@ -98,6 +98,14 @@ pub struct HostFacts {
     pub sid: i32,
     /// st_dev of the host's /dev/pts, if it has one.
     pub pts_dev: Option<u64>,
+    /// The host's addresses (loopback and link-local left out) and gateways:
+    /// the sandbox must reach none of them.
+    pub addresses: Vec<std::net::IpAddr>,
+    pub gateways: Vec<std::net::IpAddr>,
+    /// A port a `Canary` listens on, on every host address loopback
+    /// included, while the probe runs: a connection the sandbox gets to it
+    /// is one that left the sandbox.
+    pub canary_port: Option<u16>,
 }
 
 impl HostFacts {
@@ -116,8 +124,64 @@ impl HostFacts {
                 use std::os::unix::fs::MetadataExt;
                 m.dev()
             }),
+            addresses: crate::network::netns::host_addresses()
+                .into_iter()
+                .filter(|a| !a.is_loopback() && !is_link_local(a))
+                .collect(),
+            gateways: crate::network::netns::routes("self")
+                .iter()
+                .filter_map(|r| r.gateway)
+                .filter(|a| !is_link_local(a))
+                .collect(),
+            canary_port: None,
         }
     }
+}
+
+/// fe80::/10 needs a scope to connect to; 169.254/16 is probed as metadata.
+fn is_link_local(a: &std::net::IpAddr) -> bool {
+    match a {
+        std::net::IpAddr::V4(v4) => v4.is_link_local(),
+        std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+    }
+}
+
+/// A TCP listener on every host address (IPv4 and IPv6, loopback included)
+/// for as long as the probe runs. Nothing accepts: the kernel completes a
+/// handshake on its own, so a sandbox that reaches it sees `connect` succeed.
+pub struct Canary {
+    _listeners: Vec<std::net::TcpListener>,
+    pub port: u16,
+}
+
+impl Canary {
+    pub fn open() -> std::io::Result<Self> {
+        let v4 = std::net::TcpListener::bind("0.0.0.0:0")?;
+        let port = v4.local_addr()?.port();
+        let mut listeners = vec![v4];
+        // The same port on IPv6, where the host has it (a dual-stack bind of
+        // [::] would collide with the IPv4 one).
+        if let Ok(v6) = bind_v6_only(port) {
+            listeners.push(v6);
+        }
+        Ok(Self {
+            _listeners: listeners,
+            port,
+        })
+    }
+}
+
+fn bind_v6_only(port: u16) -> nix::Result<std::net::TcpListener> {
+    use nix::sys::socket::{bind, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType};
+    let fd = socket(AddressFamily::Inet6, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+    setsockopt(&fd, sockopt::Ipv6V6Only, &true)?;
+    let addr = std::net::SocketAddrV6::new(std::net::Ipv6Addr::UNSPECIFIED, port, 0, 0);
+    bind(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &nix::sys::socket::SockaddrIn6::from(addr),
+    )?;
+    listen(&fd, Backlog::new(16)?)?;
+    Ok(std::net::TcpListener::from(fd))
 }
 
 /// The inode of a namespace file ("pid:[4026531836]").

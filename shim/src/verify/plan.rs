@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::expect::{Errnos, Expectations, SyscallExpect};
+use super::expect::{Errnos, Expectations, ProxyRequest, SyscallExpect};
 use super::syscalls;
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -83,27 +83,82 @@ impl StatusField {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    EnvEquals { name: String, value: String },
-    EnvAbsent { name: String },
-    EnvAllowed { names: Vec<String> },
-    UserIds { uid: u32, gid: u32 },
-    Status { field: StatusField, want: u64 },
-    NamespaceDiffers { kind: String, host_inode: u64 },
-    Hostname { name: String },
+    EnvEquals {
+        name: String,
+        value: String,
+    },
+    EnvAbsent {
+        name: String,
+    },
+    EnvAllowed {
+        names: Vec<String>,
+    },
+    UserIds {
+        uid: u32,
+        gid: u32,
+    },
+    Status {
+        field: StatusField,
+        want: u64,
+    },
+    NamespaceDiffers {
+        kind: String,
+        host_inode: u64,
+    },
+    Hostname {
+        name: String,
+    },
     PidIsInit,
-    HostPidsInvisible { pids: Vec<i32> },
-    Session { caller_sid: i32 },
-    Tiocsti { fd: i32, host_pts_dev: Option<u64> },
-    Hidden { path: PathBuf },
-    ReadOnly { path: PathBuf, refused_with: Errnos },
-    Writable { path: PathBuf },
-    UnixSocket { path: PathBuf },
-    AbstractSocket { name: String },
-    NestedUserns { protected_file: PathBuf },
+    HostPidsInvisible {
+        pids: Vec<i32>,
+    },
+    Session {
+        caller_sid: i32,
+    },
+    Tiocsti {
+        fd: i32,
+        host_pts_dev: Option<u64>,
+    },
+    Hidden {
+        path: PathBuf,
+    },
+    ReadOnly {
+        path: PathBuf,
+        refused_with: Errnos,
+    },
+    Writable {
+        path: PathBuf,
+    },
+    UnixSocket {
+        path: PathBuf,
+    },
+    AbstractSocket {
+        name: String,
+    },
+    NestedUserns {
+        protected_file: PathBuf,
+    },
     CgroupReleaseAgent,
     ExecGainsNothing,
-    Syscall { probe: &'static str, expect: SyscallExpect },
-    Network { mode: String },
+    Syscall {
+        probe: &'static str,
+        expect: SyscallExpect,
+    },
+    Network {
+        mode: String,
+    },
+    /// rtnetlink: add an address to lo.
+    NetlinkAddress,
+    /// nfnetlink: delete claude-shim's nftables table.
+    NftablesDelete,
+    Direct {
+        addr: std::net::SocketAddr,
+        refused_with: Errnos,
+    },
+    Proxy {
+        listener: std::net::SocketAddr,
+        request: ProxyRequest,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,16 +390,64 @@ pub fn plan(exp: &Expectations) -> Vec<Check> {
         ));
     }
 
-    if let Some(mode) = &exp.network.mode {
+    let net = &exp.network;
+    if let Some(mode) = &net.mode {
         p.push(check(
             format!("network {mode}"),
             Group::Network,
             match mode.as_str() {
-                "none" => "no interface but lo",
-                _ => "egress as the policy allows",
+                "public" => "an interface besides lo",
+                _ => "no interface but lo",
             },
             Kind::Network { mode: mode.clone() },
         ));
+    }
+    if net.tamper_refused {
+        p.push(check(
+            "rtnetlink address change",
+            Group::Network,
+            "refused: EPERM",
+            Kind::NetlinkAddress,
+        ));
+        p.push(check(
+            "nftables table deletion",
+            Group::Network,
+            "refused: EPERM",
+            Kind::NftablesDelete,
+        ));
+    }
+    for d in &net.direct {
+        p.push(check(
+            format!("direct {} {}", d.what, d.addr),
+            Group::Network,
+            format!("refused: {}", d.refused_with),
+            Kind::Direct {
+                addr: d.addr,
+                refused_with: d.refused_with.clone(),
+            },
+        ));
+    }
+    if let Some(proxy) = &net.proxy {
+        for r in &proxy.requests {
+            let (proto, listener) = if r.socks {
+                ("socks5", proxy.socks)
+            } else {
+                ("http", proxy.http)
+            };
+            let target = match r.host.parse::<std::net::Ipv6Addr>() {
+                Ok(_) => format!("[{}]:{}", r.host, r.port),
+                Err(_) => format!("{}:{}", r.host, r.port),
+            };
+            p.push(check(
+                format!("proxy {proto} {} {target}", r.what),
+                Group::Network,
+                if r.admit { "admitted" } else { "refused" },
+                Kind::Proxy {
+                    listener,
+                    request: r.clone(),
+                },
+            ));
+        }
     }
     p
 }
@@ -389,6 +492,11 @@ mod tests {
             "execve gains nothing",
             "syscall mount",
             "syscall fork",
+            "network allowlist",
+            "rtnetlink address change",
+            "nftables table deletion",
+            "direct metadata 169.254.169.254:80",
+            "proxy http off the list example.invalid:443",
         ] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }

@@ -6,6 +6,7 @@
 
 pub mod escape;
 pub mod fs;
+pub mod net;
 pub mod seccomp;
 pub mod status;
 pub mod sys;
@@ -102,7 +103,11 @@ pub fn run(check: &Check) -> Finding {
             Some(p) => seccomp::run(p, expect),
             None => Finding::fail(format!("this probe has no syscall probe {probe:?}")),
         },
-        Kind::Network { mode } => network(mode),
+        Kind::Network { mode } => net::interfaces(mode),
+        Kind::NetlinkAddress => net::netlink_address(),
+        Kind::NftablesDelete => net::nftables_delete(),
+        Kind::Direct { addr, refused_with } => net::direct(addr, refused_with),
+        Kind::Proxy { listener, request } => net::proxy(listener, request),
     }
 }
 
@@ -213,30 +218,6 @@ fn tiocsti(fd: i32, host_pts_dev: Option<u64>) -> Finding {
         Err(Errno::EFAULT) => Finding::fail("permitted: input can be pushed into a terminal outside the sandbox"),
         Err(e) => Finding::fail(format!("unexpected: {}", errno_name(e))),
         Ok(_) => Finding::fail("permitted (the call took a NULL character)"),
-    }
-}
-
-/// Offline checks of the network mode; egress probes (PROBES.md 21-22) need
-/// test hosts and belong to the network module.
-fn network(mode: &str) -> Finding {
-    match mode {
-        "none" => match std::fs::read_to_string("/proc/net/dev") {
-            Ok(text) => {
-                let ifaces: Vec<&str> = text
-                    .lines()
-                    .skip(2)
-                    .filter_map(|l| l.split(':').next())
-                    .map(str::trim)
-                    .collect();
-                let others: Vec<&str> = ifaces.iter().copied().filter(|i| *i != "lo").collect();
-                Finding::judge(others.is_empty(), format!("interfaces: {}", ifaces.join(", ")))
-            }
-            Err(e) => Finding::fail(format!("cannot read /proc/net/dev: {e}")),
-        },
-        other => Finding::not_applicable(
-            "not probed",
-            format!("no offline probe for mode {other}; egress probes come with the network module"),
-        ),
     }
 }
 

@@ -1,0 +1,523 @@
+//! Network checks from inside (PROBES.md 21-23): what interfaces the sandbox
+//! has, whether it can change its network namespace (an address through
+//! rtnetlink, the egress filter through nfnetlink), whether a direct
+//! connection to a forbidden address fails at once, and what the allowlist
+//! proxy answers for requests whose fate the policy decides.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use netlink_packet_core::{
+    DecodeError, NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable, NLM_F_ACK,
+    NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols, Socket};
+use nix::errno::Errno;
+
+use crate::verify::expect::{errno_name, Errnos, ProxyRequest};
+use crate::verify::outcome::Finding;
+
+/// How long a forbidden connection may take to fail: a refusal by the route
+/// table or the filter is immediate; silence means the packets went out.
+const DIRECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The proxy answers at once for a refusal; an admitted name is resolved and
+/// connected first, which may take the resolver's own timeouts.
+const PROXY_TIMEOUT: Duration = Duration::from_secs(20);
+/// The address the rtnetlink check tries to add to lo (TEST-NET-3).
+const PROBE_ADDRESS: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 77);
+/// claude-shim's nftables table (network::nft::TABLE).
+const NFT_TABLE: &str = "claude_shim";
+
+/// The interfaces of the sandbox's network namespace: only lo in none and
+/// allowlist mode; pasta's interface besides it in public mode.
+pub fn interfaces(mode: &str) -> Finding {
+    let text = match std::fs::read_to_string("/proc/net/dev") {
+        Ok(t) => t,
+        Err(e) => return Finding::fail(format!("cannot read /proc/net/dev: {e}")),
+    };
+    let ifaces: Vec<&str> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    let others = ifaces.iter().filter(|i| **i != "lo").count();
+    let ok = if mode == "public" { others > 0 } else { others == 0 };
+    Finding::judge(ok, format!("interfaces: {}", ifaces.join(", ")))
+}
+
+/// A netlink payload as bytes: nfnetlink messages, and replies read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Raw {
+    message_type: u16,
+    body: Vec<u8>,
+}
+
+impl NetlinkSerializable for Raw {
+    fn message_type(&self) -> u16 {
+        self.message_type
+    }
+    fn buffer_len(&self) -> usize {
+        self.body.len()
+    }
+    fn serialize(&self, buffer: &mut [u8]) {
+        buffer[..self.body.len()].copy_from_slice(&self.body);
+    }
+}
+
+impl NetlinkDeserializable for Raw {
+    type Error = DecodeError;
+    fn deserialize(header: &NetlinkHeader, payload: &[u8]) -> Result<Self, Self::Error> {
+        Ok(Self {
+            message_type: header.message_type,
+            body: payload.to_vec(),
+        })
+    }
+}
+
+fn frame<I: NetlinkSerializable>(payload: I, flags: u16, seq: u32) -> Vec<u8> {
+    let mut header = NetlinkHeader::default();
+    header.flags = flags;
+    header.sequence_number = seq;
+    let mut msg = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(payload));
+    msg.finalize();
+    let mut buf = vec![0; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}
+
+/// Sends `request` on a new netlink socket of `protocol` and returns the
+/// kernel's answer: Ok(()) for an acknowledgement, the errno of a refusal.
+fn netlink_exchange(protocol: isize, request: &[u8]) -> Result<Result<(), Errno>, String> {
+    let mut sock = Socket::new(protocol).map_err(|e| format!("open a netlink socket: {e}"))?;
+    sock.bind_auto().map_err(|e| format!("bind a netlink socket: {e}"))?;
+    let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
+    // SAFETY: SO_RCVTIMEO with a timeval that outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            std::ptr::from_ref(&tv).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(format!("set a receive timeout: {}", errno_name(Errno::last())));
+    }
+    let kernel = netlink_sys::SocketAddr::new(0, 0);
+    sock.send_to(request, &kernel, 0)
+        .map_err(|e| format!("send the request: {e}"))?;
+    let (reply, _) = sock
+        .recv_from_full()
+        .map_err(|e| format!("no answer from the kernel: {e}"))?;
+    let msg = NetlinkMessage::<Raw>::deserialize(&reply).map_err(|e| format!("parse the answer: {e}"))?;
+    match msg.payload {
+        NetlinkPayload::Error(e) => match e.code {
+            None => Ok(Ok(())),
+            Some(code) => Ok(Err(Errno::from_raw(code.get().abs()))),
+        },
+        other => Err(format!("unexpected answer {other:?}")),
+    }
+}
+
+fn judge_tamper(what: &str, r: Result<Result<(), Errno>, String>) -> Finding {
+    match r {
+        Ok(Err(Errno::EPERM)) => Finding::pass("refused: EPERM"),
+        Ok(Err(e)) => Finding::fail(format!(
+            "{what}: the kernel took the request and answered {}",
+            errno_name(e)
+        )),
+        Ok(Ok(())) => Finding::fail(format!("{what}: done")),
+        Err(e) => Finding::fail(e),
+    }
+}
+
+/// RTM_NEWADDR of 203.0.113.77/32 on lo: `ip addr add` without the tool.
+pub fn netlink_address() -> Finding {
+    // SAFETY: a NUL-terminated name; 0 means no such interface.
+    let index = match unsafe { libc::if_nametoindex(c"lo".as_ptr()) } {
+        0 => 1,
+        i => i,
+    };
+    let mut msg = AddressMessage::default();
+    msg.header.family = AddressFamily::Inet;
+    msg.header.prefix_len = 32;
+    msg.header.index = index;
+    msg.attributes = vec![
+        AddressAttribute::Local(IpAddr::V4(PROBE_ADDRESS)),
+        AddressAttribute::Address(IpAddr::V4(PROBE_ADDRESS)),
+    ];
+    let request = frame(
+        RouteNetlinkMessage::NewAddress(msg),
+        NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        1,
+    );
+    judge_tamper(
+        &format!("address {PROBE_ADDRESS} added to lo"),
+        netlink_exchange(protocols::NETLINK_ROUTE, &request),
+    )
+}
+
+// nfnetlink (linux/netfilter/nfnetlink.h, nf_tables.h).
+const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
+const NFNL_MSG_BATCH_END: u16 = 0x11;
+const NFNL_SUBSYS_NFTABLES: u16 = 10;
+const NFT_MSG_DELTABLE: u16 = 2;
+const NFTA_TABLE_NAME: u16 = 1;
+const NFPROTO_INET: u8 = 1;
+
+/// struct nfgenmsg: family, version 0, resource id (big-endian).
+fn nfgenmsg(family: u8, res_id: u16) -> Vec<u8> {
+    let mut b = vec![family, 0];
+    b.extend_from_slice(&res_id.to_be_bytes());
+    b
+}
+
+/// A string attribute, NUL-terminated and padded to 4 bytes.
+fn nla_string(kind: u16, s: &str) -> Vec<u8> {
+    let len = 4 + s.len() + 1;
+    let mut b = Vec::with_capacity(len.next_multiple_of(4));
+    b.extend_from_slice(&(len as u16).to_ne_bytes());
+    b.extend_from_slice(&kind.to_ne_bytes());
+    b.extend_from_slice(s.as_bytes());
+    b.resize(len.next_multiple_of(4), 0);
+    b
+}
+
+/// One nftables transaction deleting claude-shim's table: what `nft delete
+/// table inet claude_shim` sends.
+fn nft_delete_batch() -> Vec<u8> {
+    let mut del = nfgenmsg(NFPROTO_INET, 0);
+    del.extend(nla_string(NFTA_TABLE_NAME, NFT_TABLE));
+    let mut out = frame(
+        Raw {
+            message_type: NFNL_MSG_BATCH_BEGIN,
+            body: nfgenmsg(libc::AF_UNSPEC as u8, NFNL_SUBSYS_NFTABLES),
+        },
+        NLM_F_REQUEST,
+        1,
+    );
+    out.extend(frame(
+        Raw {
+            message_type: (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE,
+            body: del,
+        },
+        NLM_F_REQUEST | NLM_F_ACK,
+        2,
+    ));
+    out.extend(frame(
+        Raw {
+            message_type: NFNL_MSG_BATCH_END,
+            body: nfgenmsg(libc::AF_UNSPEC as u8, NFNL_SUBSYS_NFTABLES),
+        },
+        NLM_F_REQUEST,
+        3,
+    ));
+    out
+}
+
+pub fn nftables_delete() -> Finding {
+    judge_tamper(
+        &format!("table inet {NFT_TABLE} deleted"),
+        netlink_exchange(protocols::NETLINK_NETFILTER, &nft_delete_batch()),
+    )
+}
+
+/// A TCP connection to `addr` must fail at once with one of `refused_with`.
+pub fn direct(addr: &SocketAddr, refused_with: &Errnos) -> Finding {
+    let start = Instant::now();
+    let r = TcpStream::connect_timeout(addr, DIRECT_TIMEOUT);
+    let ms = start.elapsed().as_millis();
+    match r {
+        Ok(_) => Finding::fail(format!("connected: {addr} answered")),
+        Err(e) => match e.raw_os_error().map(Errno::from_raw) {
+            Some(errno) if refused_with.contains(errno) => {
+                Finding::pass(format!("refused: {} in {ms} ms", errno_name(errno)))
+            }
+            Some(Errno::ETIMEDOUT) | None if e.kind() == std::io::ErrorKind::TimedOut => Finding::fail(format!(
+                "no refusal within {} s: the packets left the sandbox",
+                DIRECT_TIMEOUT.as_secs()
+            )),
+            Some(errno) => Finding::fail(format!("unexpected: {} in {ms} ms", errno_name(errno))),
+            None => Finding::fail(format!("unexpected: {e}")),
+        },
+    }
+}
+
+/// The request's target as a client writes it (IPv6 literals in brackets).
+fn authority(host: &str, port: u16) -> String {
+    match host.parse::<std::net::Ipv6Addr>() {
+        Ok(_) => format!("[{host}]:{port}"),
+        Err(_) => format!("{host}:{port}"),
+    }
+}
+
+/// The proxy's listener. Nothing listening there (a runtime that starts no
+/// proxy) refuses every request, which is what a refusal check asks.
+fn open_proxy(listener: &SocketAddr, admit: bool) -> Result<TcpStream, Finding> {
+    let s = TcpStream::connect_timeout(listener, DIRECT_TIMEOUT).map_err(|e| {
+        if !admit && e.raw_os_error() == Some(libc::ECONNREFUSED) {
+            Finding::pass(format!("nothing listens at {listener}: refused"))
+        } else {
+            Finding::fail(format!("the proxy at {listener} is not reachable: {e}"))
+        }
+    })?;
+    s.set_read_timeout(Some(PROXY_TIMEOUT))
+        .and_then(|_| s.set_write_timeout(Some(PROXY_TIMEOUT)))
+        .map_err(|e| Finding::fail(format!("set timeouts: {e}")))?;
+    Ok(s)
+}
+
+/// Reads an HTTP response head and, for an error, its short body.
+fn read_response(s: &mut TcpStream) -> Result<(u16, String), String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > 16 * 1024 {
+            return Err("a response head over 16 KiB".into());
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return Err("the proxy closed the connection without an answer".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(format!("no answer from the proxy: {e}")),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let status_line = head.lines().next().unwrap_or_default().to_owned();
+    let code: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("not an HTTP status line: {status_line:?}"))?;
+    let length: usize = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0)
+        .min(512);
+    let mut body = buf[head_end..].to_vec();
+    while code != 200 && body.len() < length {
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
+    body.truncate(length);
+    let body = String::from_utf8_lossy(&body).trim().to_owned();
+    let status = status_line.split_once(' ').map(|(_, s)| s).unwrap_or_default();
+    Ok((
+        code,
+        if body.is_empty() {
+            status.to_owned()
+        } else {
+            format!("{status}: {body}")
+        },
+    ))
+}
+
+fn http_connect(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
+    let mut s = match open_proxy(listener, r.admit) {
+        Ok(s) => s,
+        Err(f) => return f,
+    };
+    let target = authority(&r.host, r.port);
+    if let Err(e) = write!(s, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n") {
+        return Finding::fail(format!("send CONNECT: {e}"));
+    }
+    match read_response(&mut s) {
+        Err(e) => Finding::fail(e),
+        Ok((code, text)) => match (r.admit, code) {
+            (false, 403) => Finding::pass(text),
+            (false, _) => Finding::fail(format!("not refused: {text}")),
+            (true, 200) => Finding::pass(text),
+            (true, 502 | 504) => Finding::pass(format!("admitted; the upstream is unreachable: {text}")),
+            (true, _) => Finding::fail(text),
+        },
+    }
+}
+
+/// SOCKS5 reply codes (RFC 1928 6).
+fn socks_code(code: u8) -> &'static str {
+    match code {
+        0 => "succeeded",
+        1 => "general failure",
+        2 => "connection not allowed by ruleset",
+        3 => "network unreachable",
+        4 => "host unreachable",
+        5 => "connection refused",
+        _ => "other failure",
+    }
+}
+
+fn socks_request(r: &ProxyRequest) -> Vec<u8> {
+    let mut req = vec![5, 1, 0];
+    match r.host.parse::<IpAddr>() {
+        Ok(IpAddr::V4(a)) => {
+            req.push(1);
+            req.extend_from_slice(&a.octets());
+        }
+        Ok(IpAddr::V6(a)) => {
+            req.push(4);
+            req.extend_from_slice(&a.octets());
+        }
+        Err(_) => {
+            req.push(3);
+            req.push(r.host.len().min(255) as u8);
+            req.extend_from_slice(&r.host.as_bytes()[..r.host.len().min(255)]);
+        }
+    }
+    req.extend_from_slice(&r.port.to_be_bytes());
+    req
+}
+
+fn socks5(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
+    let mut s = match open_proxy(listener, r.admit) {
+        Ok(s) => s,
+        Err(f) => return f,
+    };
+    let mut reply = [0u8; 2];
+    if let Err(e) = s.write_all(&[5, 1, 0]).and_then(|_| s.read_exact(&mut reply)) {
+        return Finding::fail(format!("SOCKS5 greeting: {e}"));
+    }
+    if reply != [5, 0] {
+        return Finding::fail(format!("SOCKS5 greeting answered {reply:?}"));
+    }
+    if let Err(e) = s.write_all(&socks_request(r)).and_then(|_| s.read_exact(&mut reply)) {
+        return Finding::fail(format!("SOCKS5 request: {e}"));
+    }
+    let code = reply[1];
+    let text = format!("reply {code}: {}", socks_code(code));
+    match (r.admit, code) {
+        (false, 2) => Finding::pass(text),
+        (false, _) => Finding::fail(format!("not refused: {text}")),
+        (true, 2) => Finding::fail(text),
+        (true, 0) => Finding::pass(text),
+        (true, _) => Finding::pass(format!("admitted; the upstream is unreachable: {text}")),
+    }
+}
+
+pub fn proxy(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
+    if r.socks {
+        socks5(listener, r)
+    } else {
+        http_connect(listener, r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nft_batch_is_framed_as_nft_sends_it() {
+        let b = nft_delete_batch();
+        // Three messages: begin (20 bytes), deltable (16 + 4 + 16), end (20).
+        assert_eq!(b.len(), 20 + 36 + 20);
+        let len = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+        let ty = |at: usize| u16::from_ne_bytes(b[at + 4..at + 6].try_into().unwrap());
+        assert_eq!((len(0), ty(0)), (20, NFNL_MSG_BATCH_BEGIN));
+        assert_eq!(
+            &b[16..20],
+            &[0, 0, 0, 10],
+            "AF_UNSPEC, v0, NFNL_SUBSYS_NFTABLES big-endian"
+        );
+        assert_eq!((len(20), ty(20)), (36, 0x0a02));
+        assert_eq!(b[36], NFPROTO_INET);
+        assert_eq!(&b[44..56], b"claude_shim\0");
+        assert_eq!((len(56), ty(56)), (20, NFNL_MSG_BATCH_END));
+    }
+
+    /// In a network namespace of its own, the tamper checks fail while the
+    /// child holds CAP_NET_ADMIN over it (the kernel takes the change) and
+    /// pass once it has dropped every capability.
+    #[test]
+    fn tamper_checks_fail_where_the_change_is_permitted() {
+        let r = crate::verify::probe::sys::ret_in_child(|| {
+            let mut flags = nix::sched::CloneFlags::CLONE_NEWNET;
+            if !nix::unistd::geteuid().is_root() {
+                flags |= nix::sched::CloneFlags::CLONE_NEWUSER;
+            }
+            nix::sched::unshare(flags)?;
+            let capable = [netlink_address().pass, nftables_delete().pass];
+            crate::verify::probe::sys::drop_capabilities()?;
+            let without = [netlink_address().pass, nftables_delete().pass];
+            Ok(match (capable, without) {
+                ([Some(false), Some(false)], [Some(true), Some(true)]) => 1,
+                _ => 0,
+            })
+        });
+        assert_eq!(r, Ok(Ok(1)));
+    }
+
+    #[test]
+    fn socks_requests_carry_names_and_addresses() {
+        let r = |host: &str| ProxyRequest {
+            what: "t".into(),
+            host: host.into(),
+            port: 443,
+            socks: true,
+            admit: false,
+        };
+        assert_eq!(socks_request(&r("a.b")), [5, 1, 0, 3, 3, b'a', b'.', b'b', 1, 187]);
+        assert_eq!(socks_request(&r("10.0.0.1")), [5, 1, 0, 1, 10, 0, 0, 1, 1, 187]);
+        assert_eq!(socks_request(&r("::1"))[3], 4);
+        assert_eq!(authority("::1", 80), "[::1]:80");
+        assert_eq!(authority("a.b", 80), "a.b:80");
+    }
+
+    #[test]
+    fn a_closed_port_on_loopback_is_refused_and_judged() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let refused = Errnos::of(&[Errno::ECONNREFUSED]);
+        // A listener answers: a direct check must fail.
+        assert_eq!(direct(&addr, &refused).pass, Some(false));
+        drop(l);
+        assert_eq!(direct(&addr, &refused).pass, Some(true));
+        assert_eq!(direct(&addr, &Errnos::of(&[Errno::ENETUNREACH])).pass, Some(false));
+    }
+
+    #[test]
+    fn proxy_answers_are_judged_by_the_expected_decision() {
+        // A stand-in that answers every request with `reply`.
+        let serve = |reply: &'static [u8]| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            std::thread::spawn(move || {
+                let (mut s, _) = l.accept().unwrap();
+                let mut buf = [0u8; 512];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(reply);
+            });
+            addr
+        };
+        let req = |admit: bool| ProxyRequest {
+            what: "t".into(),
+            host: "a.test".into(),
+            port: 443,
+            socks: false,
+            admit,
+        };
+        let forbidden = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 24\r\n\r\na.test:443 refused: nope";
+        let f = proxy(&serve(forbidden), &req(false));
+        assert_eq!(f.pass, Some(true), "{f:?}");
+        assert!(f.observed.contains("a.test:443 refused: nope"), "{f:?}");
+        assert_eq!(proxy(&serve(forbidden), &req(true)).pass, Some(false));
+        let ok = b"HTTP/1.1 200 Connection established\r\n\r\n";
+        assert_eq!(proxy(&serve(ok), &req(false)).pass, Some(false));
+        assert_eq!(proxy(&serve(ok), &req(true)).pass, Some(true));
+        let bad = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 4\r\n\r\ngone";
+        let f = proxy(&serve(bad), &req(true));
+        assert_eq!(f.pass, Some(true));
+        assert!(f.observed.contains("unreachable"), "{f:?}");
+    }
+}

@@ -1207,6 +1207,8 @@ fn verify_network(world: &World, env: &Env, name: &str, network: &str, extra: &[
         "verify {name}:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The table, for `--nocapture` runs.
+    println!("verify {name}:\n{stdout}");
     let summary = stdout.lines().find(|l| l.starts_with("claude-shim: ")).unwrap();
     assert!(summary.contains(" 0 failed"), "{summary}");
     let mut rows = HashMap::new();

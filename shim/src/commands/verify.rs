@@ -158,9 +158,6 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
         } else {
             print!("{}", report::side_by_side(&reports));
         }
-        for r in &reports {
-            println!("{}", r.summary());
-        }
     }
     Ok(report::exit_code(&reports))
 }

@@ -21,9 +21,11 @@ use nix::errno::Errno;
 use crate::verify::expect::{errno_name, Errnos, ProxyRequest};
 use crate::verify::outcome::Finding;
 
-/// How long a forbidden connection may take to fail: a refusal by the route
-/// table or the filter is immediate; silence means the packets went out.
-const DIRECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a forbidden connection may take to fail. A refusal by the route
+/// table is immediate, one by the filter comes with the first ICMP error the
+/// kernel lets through (ICMPv6 errors are rate-limited, so a SYN retransmitted
+/// after 1 s or 3 s may be the one answered); silence means the packets went out.
+const DIRECT_TIMEOUT: Duration = Duration::from_secs(4);
 /// The proxy answers at once for a refusal; an admitted name is resolved and
 /// connected first, which may take the resolver's own timeouts.
 const PROXY_TIMEOUT: Duration = Duration::from_secs(20);

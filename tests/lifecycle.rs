@@ -426,33 +426,54 @@ fn rlimits_above_the_hard_limit_are_clamped() {
 }
 
 /// CVE-2019-5736: while a container's init is still runtime code (created,
-/// not started), its executable is a sealed in-memory copy, not the binary on
-/// disk, and writing through /proc/<pid>/exe fails.
+/// not started), its executable is not the binary on disk but a copy that
+/// cannot be written: as root, the binary in a read-only overlay mount
+/// attached nowhere (EROFS); as a user, a sealed in-memory copy (EPERM).
 #[test]
 fn init_runs_from_a_sealed_copy_of_the_runtime() {
     use std::io::Write as _;
-    let env = Env::new();
-    let bundle = env.bundle("sealed", |v| set_args(v, &["true"]));
-    let id = unique_id("sealed");
-    env.ok(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
-    let pid = env.state(&id)["pid"].as_i64().unwrap();
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-    assert!(
-        exe.to_string_lossy().starts_with("/memfd:"),
-        "init's executable is {}",
-        exe.display()
-    );
-    let before = std::fs::read(shim_path()).unwrap();
-    let write = std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/{pid}/exe"))
-        .and_then(|mut f| f.write_all(b"\x7fELF overwritten"));
-    assert!(write.is_err(), "writing through /proc/{pid}/exe must fail");
-    assert_eq!(
-        std::fs::read(shim_path()).unwrap(),
-        before,
-        "the binary on disk is unchanged"
-    );
-    env.ok(&["delete", "--force", &id]);
-    env.assert_no_leaks(&id);
+    let (uid, gid) = test_user();
+    for env in [Env::new(), Env::as_user(uid, gid)] {
+        let bundle = env.bundle("sealed", |v| set_args(v, &["true"]));
+        let id = unique_id("sealed");
+        env.ok(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
+        let pid = env.state(&id)["pid"].as_i64().unwrap();
+        let exe_link = format!("/proc/{pid}/exe");
+        let exe = std::fs::read_link(&exe_link).unwrap();
+        let (want_errno, how) = if env.as_user.is_none() {
+            let fs = nix::sys::statfs::statfs(exe_link.as_str()).unwrap();
+            assert_eq!(
+                fs.filesystem_type(),
+                nix::sys::statfs::OVERLAYFS_SUPER_MAGIC,
+                "{}",
+                exe.display()
+            );
+            let vfs = nix::sys::statvfs::statvfs(exe_link.as_str()).unwrap();
+            assert!(vfs.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY));
+            (libc::EROFS, "read-only overlay")
+        } else {
+            assert!(
+                exe.to_string_lossy().starts_with("/memfd:"),
+                "init's executable is {}",
+                exe.display()
+            );
+            // The sealed file is also the text of a running process.
+            (libc::ETXTBSY, "sealed memfd")
+        };
+        assert_ne!(exe, std::fs::canonicalize(shim_path()).unwrap(), "{how}");
+        let before = std::fs::read(shim_path()).unwrap();
+        let write = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&exe_link)
+            .and_then(|mut f| f.write_all(b"\x7fELF overwritten"));
+        let err = write.expect_err("writing through /proc/<pid>/exe must fail");
+        assert_eq!(err.raw_os_error(), Some(want_errno), "{how}: {err}");
+        assert_eq!(
+            std::fs::read(shim_path()).unwrap(),
+            before,
+            "the binary on disk is unchanged"
+        );
+        env.ok(&["delete", "--force", &id]);
+        env.assert_no_leaks(&id);
+    }
 }

@@ -360,7 +360,7 @@ fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> NetworkExpec
             continue;
         }
         let mut refused_with = refused.clone();
-        if what == "host address" && facts.canary_port.is_some() {
+        if public && what == "host address" && facts.canary_port.is_some() {
             // pasta gives the sandbox the host's own addresses, so a reset may
             // come from the sandbox's copy; never from the host, whose canary
             // listens on that port and would accept.

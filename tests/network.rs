@@ -1377,16 +1377,11 @@ fn sandbox_with_a_policy_file_reaches_exactly_the_listed_hosts() {
 fn verify_fails_a_sandbox_on_the_hosts_network() {
     let world = World::new();
     let env = Env::new();
-    let wrapper = env.dir.path().join("hostnet-runc");
-    fs::write(
-        &wrapper,
-        "#!/bin/sh\n# --root R run --bundle B ID  |  --root R delete --force ID\n\
-         if [ \"$3\" = run ]; then b=$5; l=$(mktemp -d); cp -a \"$b\"/. \"$l\"/;\n\
-         jq 'del(.linux.namespaces[] | select(.type == \"network\"))' \"$b/config.json\" > \"$l/config.json\";\n\
-         runc --root \"$2\" run --bundle \"$l\" \"$6\"; s=$?; rm -rf \"$l\"; exit $s; fi\nexec runc \"$@\"\n",
-    )
-    .unwrap();
-    fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let wrapper = loosened_runc(
+        env.dir.path(),
+        "hostnet-runc",
+        r#"del(.linux.namespaces[] | select(.type == "network"))"#,
+    );
     let policy = policy_file(&env, "v-hostnet", VERIFY_ALLOWLIST);
     let work = workdir(&env, "v-hostnet");
     let out = world.run(

@@ -473,16 +473,11 @@ fn verify_side_by_side_with_runc() {
 fn verify_fails_a_runtime_that_loosens_the_bundle() {
     let env = Env::new();
     let ws = workspace(None);
-    let wrapper = env.dir.path().join("loose-runc");
-    std::fs::write(
-        &wrapper,
-        "#!/bin/sh\n# --root R run --bundle B ID  |  --root R delete --force ID\n\
-         if [ \"$3\" = run ]; then b=$5; l=$(mktemp -d); cp -a \"$b\"/. \"$l\"/;\n\
-         jq 'del(.linux.seccomp) | .process.capabilities.bounding += [\"CAP_SYS_ADMIN\"]' \"$b/config.json\" > \"$l/config.json\";\n\
-         runc --root \"$2\" run --bundle \"$l\" \"$6\"; s=$?; rm -rf \"$l\"; exit $s; fi\nexec runc \"$@\"\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let wrapper = loosened_runc(
+        env.dir.path(),
+        "loose-runc",
+        r#"del(.linux.seccomp) | .process.capabilities.bounding += ["CAP_SYS_ADMIN"]"#,
+    );
     let (code, stdout, _) = verify(&env, &ws, &["--runtime", wrapper.to_str().unwrap()]);
     assert_eq!(code, 1, "{stdout}");
     assert_eq!(summary_counts(&stdout, "claude-shim").1, 0);

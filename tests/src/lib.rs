@@ -397,3 +397,20 @@ pub fn with_tmp(v: &mut Value) {
         "destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]
     }));
 }
+
+/// A peer "runtime" for `verify --runtime`: runc on a copy of the bundle whose
+/// config.json went through `jq_filter` (a sandbox loosened on purpose, so
+/// verify must fail it). Handles `--root R run --bundle B ID` and passes
+/// everything else (`delete --force`) to runc.
+pub fn loosened_runc(dir: &Path, name: &str, jq_filter: &str) -> PathBuf {
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\n# --root R run --bundle B ID  |  --root R delete --force ID\n\
+         if [ \"$3\" = run ]; then b=$5; l=$(mktemp -d); cp -a \"$b\"/. \"$l\"/;\n\
+         jq '{jq_filter}' \"$b/config.json\" > \"$l/config.json\";\n\
+         runc --root \"$2\" run --bundle \"$l\" \"$6\"; s=$?; rm -rf \"$l\"; exit $s; fi\nexec runc \"$@\"\n"
+    );
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}

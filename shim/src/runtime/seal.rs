@@ -12,9 +12,7 @@
 //!
 //! Verbs that only read state or send signals skip it.
 
-use std::ffi::CString;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
@@ -28,9 +26,6 @@ pub const EXE_ENV: &str = "CLAUDE_SHIM_EXE";
 const OVERLAY_TRIED_ENV: &str = "CLAUDE_SHIM_SEAL_OVERLAY";
 
 pub fn ensure_sealed() -> Result<()> {
-    if pentacle::is_sealed() {
-        return Ok(());
-    }
     let tried = std::env::var_os(OVERLAY_TRIED_ENV).is_some();
     if tried {
         // SAFETY: single-threaded at this point: nothing else reads the environment.
@@ -39,6 +34,8 @@ pub fn ensure_sealed() -> Result<()> {
             return Ok(());
         }
         tracing::warn!("the overlay re-exec did not land on a read-only overlay; using a sealed memfd copy");
+    } else if pentacle::is_sealed() {
+        return Ok(());
     }
     let exe = exe_on_disk()?;
     if std::env::var_os(EXE_ENV).is_none() {
@@ -46,11 +43,9 @@ pub fn ensure_sealed() -> Result<()> {
         unsafe { std::env::set_var(EXE_ENV, &exe) };
     }
     if !tried && nix::unistd::geteuid().is_root() {
-        match exec_from_overlay(&exe) {
-            // exec_from_overlay only returns on failure.
-            Err(e) => tracing::debug!("re-execute from a read-only overlay: {e:#}; using a sealed memfd copy"),
-            Ok(never) => match never {},
-        }
+        // Returns only on failure.
+        let e = exec_from_overlay(&exe);
+        tracing::debug!("re-execute from a read-only overlay: {e:#}; using a sealed memfd copy");
     }
     pentacle::ensure_sealed().context("re-execute from a sealed copy of /proc/self/exe (CVE-2019-5736 defence)")
 }
@@ -104,45 +99,28 @@ fn open_in_overlay(exe: &Path) -> Result<std::os::fd::OwnedFd> {
         MountAttrFlags::MOUNT_ATTR_RDONLY | MountAttrFlags::MOUNT_ATTR_NODEV | MountAttrFlags::MOUNT_ATTR_NOSUID,
     )
     .context("fsmount the overlay")?;
-    let file = rustix::fs::openat(&mnt, name, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        .with_context(|| format!("open {} in the overlay", name.to_string_lossy()))?;
-    let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    if !on_read_only_overlay(&proc_path) {
-        return Err(anyhow!(
-            "the overlay copy of {} is not on a read-only overlay",
-            exe.display()
-        ));
-    }
-    Ok(file)
+    rustix::fs::openat(&mnt, name, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .with_context(|| format!("open {} in the overlay", name.to_string_lossy()))
 }
 
-fn exec_from_overlay(exe: &Path) -> Result<std::convert::Infallible> {
-    let file = open_in_overlay(exe)?;
-    let args: Vec<CString> = std::env::args_os()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .context("an argument holds a NUL byte")?;
-    // SAFETY: single-threaded at this point: nothing else reads the environment.
-    unsafe { std::env::set_var(OVERLAY_TRIED_ENV, "1") };
-    let env: Vec<CString> = std::env::vars_os()
-        .filter_map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            CString::new(kv).ok()
-        })
-        .collect();
-    let err = nix::unistd::execveat(
-        Some(file.as_raw_fd()),
-        c"",
-        &args,
-        &env,
-        nix::fcntl::AtFlags::AT_EMPTY_PATH,
-    )
-    .unwrap_err();
-    // SAFETY: as above.
-    unsafe { std::env::remove_var(OVERLAY_TRIED_ENV) };
-    Err(anyhow!("execveat the overlay copy: {err}"))
+/// Re-executes the binary from its overlay copy, with the same arguments and
+/// environment; the new process checks where it landed (`ensure_sealed`).
+/// Returns only on failure.
+fn exec_from_overlay(exe: &Path) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    let file = match open_in_overlay(exe) {
+        Ok(f) => f,
+        Err(e) => return e,
+    };
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_else(|| exe.as_os_str().to_owned());
+    // The kernel resolves the path before it closes the CLOEXEC descriptor.
+    let err = std::process::Command::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .arg0(argv0)
+        .args(args)
+        .env(OVERLAY_TRIED_ENV, "1")
+        .exec();
+    anyhow!("execute the overlay copy: {err}")
 }
 
 #[cfg(test)]

@@ -238,6 +238,16 @@ pub struct ProxyRequest {
     pub admit: bool,
 }
 
+impl ProxyRequest {
+    /// host:port as a client writes it (IPv6 literals in brackets).
+    pub fn target(&self) -> String {
+        match self.host.parse::<std::net::Ipv6Addr>() {
+            Ok(_) => format!("[{}]:{}", self.host, self.port),
+            Err(_) => format!("{}:{}", self.host, self.port),
+        }
+    }
+}
+
 /// A set of errnos, written as their names ("EPERM").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Errnos(pub Vec<Errno>);

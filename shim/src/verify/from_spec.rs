@@ -320,7 +320,7 @@ fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> NetworkExpec
         .and_then(|raw| NetPolicy::parse(&raw).ok())
         .unwrap_or_else(|| NetPolicy::parse(&RawPolicy::default()).expect("the empty policy is valid"));
     let public = mode == "public";
-    let port = facts.canary_port.unwrap_or(80);
+    let port = facts.canary_port;
     let everything: Vec<ipnet::IpNet> = vec!["0.0.0.0/0".parse().unwrap(), "::/0".parse().unwrap()];
     // Public mode's filter lets through what allow_cidrs punch; nothing else of these.
     let punched = |ip: IpAddr, port: u16| public && policy.address_verdict(ip, port, &everything).is_ok();
@@ -360,7 +360,7 @@ fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> NetworkExpec
             continue;
         }
         let mut refused_with = refused.clone();
-        if public && what == "host address" && facts.canary_port.is_some() {
+        if public && what == "host address" {
             // pasta gives the sandbox the host's own addresses, so a reset may
             // come from the sandbox's copy; never from the host, whose canary
             // listens on that port and would accept.
@@ -372,16 +372,16 @@ fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> NetworkExpec
             refused_with,
         });
     }
-    if let Some(p) = facts.canary_port {
-        // The sandbox's own loopback, where nothing listens on that port.
-        direct.push(DirectTarget {
-            what: "host loopback".into(),
-            addr: SocketAddr::new(IpAddr::from([127, 0, 0, 1]), p),
-            refused_with: Errnos::of(&[Errno::ECONNREFUSED]),
-        });
+    // The sandbox's own loopback, where nothing listens on that port.
+    direct.push(DirectTarget {
+        what: "host loopback".into(),
+        addr: SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port),
+        refused_with: Errnos::of(&[Errno::ECONNREFUSED]),
+    });
+    if facts.canary_v6 {
         direct.push(DirectTarget {
             what: "host loopback IPv6".into(),
-            addr: SocketAddr::new(IpAddr::from(std::net::Ipv6Addr::LOCALHOST), p),
+            addr: SocketAddr::new(IpAddr::from(std::net::Ipv6Addr::LOCALHOST), port),
             refused_with: Errnos::of(&[Errno::ECONNREFUSED, Errno::EADDRNOTAVAIL, Errno::ENETUNREACH]),
         });
     }
@@ -412,7 +412,7 @@ fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> NetworkExpec
             }
         };
         let mut requests = Vec::new();
-        let mut refused = |what: &str, host: String, port: u16, socks: bool| {
+        let mut expect_refused = |what: &str, host: String, port: u16, socks: bool| {
             if !admits(&host, port) {
                 requests.push(ProxyRequest {
                     what: what.to_owned(),
@@ -423,22 +423,20 @@ fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> NetworkExpec
                 });
             }
         };
-        refused("off the list", "not-listed.claude-shim.invalid".into(), 443, false);
-        refused("off the list", "not-listed.claude-shim.invalid".into(), 443, true);
+        expect_refused("off the list", "not-listed.claude-shim.invalid".into(), 443, false);
+        expect_refused("off the list", "not-listed.claude-shim.invalid".into(), 443, true);
         if let Some(d) = policy
             .deny
             .iter()
             .find_map(|d| d.exact_name().map(|n| (n.to_owned(), d.port())))
         {
-            refused("denied", d.0, d.1.unwrap_or(443), false);
+            expect_refused("denied", d.0, d.1.unwrap_or(443), false);
         }
-        refused("metadata", "169.254.169.254".into(), 80, false);
-        if let Some(p) = facts.canary_port {
-            refused("host loopback", "127.0.0.1".into(), p, false);
-            refused("host loopback", "localhost".into(), p, true);
-            if let Some(a) = facts.addresses.first() {
-                refused("host address", a.to_string(), p, false);
-            }
+        expect_refused("metadata", "169.254.169.254".into(), 80, false);
+        expect_refused("host loopback", "127.0.0.1".into(), port, false);
+        expect_refused("host loopback", "localhost".into(), port, true);
+        if let Some(a) = facts.addresses.first() {
+            expect_refused("host address", a.to_string(), port, false);
         }
         let allowed = match reach {
             Reach::Skip => None,
@@ -486,7 +484,8 @@ mod tests {
             pts_dev: None,
             addresses: vec!["10.123.0.2".parse().unwrap(), "fd12:3::2".parse().unwrap()],
             gateways: vec!["10.123.0.1".parse().unwrap()],
-            canary_port: Some(4242),
+            canary_port: 4242,
+            canary_v6: true,
         }
     }
 
@@ -505,7 +504,7 @@ mod tests {
         s
     }
 
-    fn ids(n: &NetworkExpect) -> Vec<String> {
+    fn check_ids(n: &NetworkExpect) -> Vec<String> {
         let mut v: Vec<String> = n.direct.iter().map(|d| format!("{} {}", d.what, d.addr)).collect();
         if let Some(p) = &n.proxy {
             v.extend(p.requests.iter().map(|r| {
@@ -528,7 +527,7 @@ mod tests {
         let n = network_expect(&spec("allowlist", policy.clone()), &facts(), &Reach::FirstAllowed);
         assert_eq!(n.mode.as_deref(), Some("allowlist"));
         assert!(n.tamper_refused);
-        let ids = ids(&n);
+        let ids = check_ids(&n);
         for want in [
             "private 10/8 10.0.0.1:4242",
             "metadata 169.254.169.254:80",
@@ -560,19 +559,15 @@ mod tests {
             &facts(),
             &Reach::Host("ports.test".into(), 8080),
         );
-        assert!(ids_of(&given).contains(&"allowed ports.test:8080 true".to_owned()));
+        assert!(check_ids(&given).contains(&"allowed ports.test:8080 true".to_owned()));
         let wrong_port = network_expect(
             &spec("allowlist", policy.clone()),
             &facts(),
             &Reach::Host("ports.test".into(), 443),
         );
-        assert!(ids_of(&wrong_port).contains(&"not allowed ports.test:443 false".to_owned()));
+        assert!(check_ids(&wrong_port).contains(&"not allowed ports.test:443 false".to_owned()));
         let skip = network_expect(&spec("allowlist", policy), &facts(), &Reach::Skip);
-        assert!(!ids_of(&skip).iter().any(|i| i.starts_with("allowed")));
-    }
-
-    fn ids_of(n: &NetworkExpect) -> Vec<String> {
-        ids(n)
+        assert!(!check_ids(&skip).iter().any(|i| i.starts_with("allowed")));
     }
 
     #[test]
@@ -583,7 +578,7 @@ mod tests {
             &Reach::FirstAllowed,
         );
         assert!(n.proxy.is_none());
-        let ids = ids(&n);
+        let ids = check_ids(&n);
         assert!(
             !ids.iter().any(|i| i.starts_with("public ")),
             "no public address is tried: {ids:?}"

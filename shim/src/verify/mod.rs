@@ -102,14 +102,15 @@ pub struct HostFacts {
     /// the sandbox must reach none of them.
     pub addresses: Vec<std::net::IpAddr>,
     pub gateways: Vec<std::net::IpAddr>,
-    /// A port a `Canary` listens on, on every host address loopback
+    /// The port a `Canary` listens on, on every host address loopback
     /// included, while the probe runs: a connection the sandbox gets to it
-    /// is one that left the sandbox.
-    pub canary_port: Option<u16>,
+    /// is one that left the sandbox. `canary_v6`: also on the IPv6 addresses.
+    pub canary_port: u16,
+    pub canary_v6: bool,
 }
 
 impl HostFacts {
-    pub fn collect() -> Self {
+    pub fn collect(canary: &Canary) -> Self {
         let mut namespaces = BTreeMap::new();
         for kind in expect::NAMESPACE_KINDS {
             if let Some(inode) = namespace_inode(Path::new("/proc/self/ns").join(kind).as_path()) {
@@ -133,7 +134,8 @@ impl HostFacts {
                 .filter_map(|r| r.gateway)
                 .filter(|a| !is_link_local(a))
                 .collect(),
-            canary_port: None,
+            canary_port: canary.port,
+            canary_v6: canary.v6,
         }
     }
 }
@@ -142,7 +144,7 @@ impl HostFacts {
 fn is_link_local(a: &std::net::IpAddr) -> bool {
     match a {
         std::net::IpAddr::V4(v4) => v4.is_link_local(),
-        std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+        std::net::IpAddr::V6(v6) => v6.is_unicast_link_local(),
     }
 }
 
@@ -152,6 +154,8 @@ fn is_link_local(a: &std::net::IpAddr) -> bool {
 pub struct Canary {
     _listeners: Vec<std::net::TcpListener>,
     pub port: u16,
+    /// Listening on IPv6 too; false only where the host has no IPv6.
+    pub v6: bool,
 }
 
 impl Canary {
@@ -159,14 +163,21 @@ impl Canary {
         let v4 = std::net::TcpListener::bind("0.0.0.0:0")?;
         let port = v4.local_addr()?.port();
         let mut listeners = vec![v4];
-        // The same port on IPv6, where the host has it (a dual-stack bind of
-        // [::] would collide with the IPv4 one).
-        if let Ok(v6) = bind_v6_only(port) {
-            listeners.push(v6);
-        }
+        // The same port on IPv6 (a dual-stack bind of [::] would collide with
+        // the IPv4 one). Any failure but a host without IPv6 refuses: the
+        // IPv6 checks would lose their canary.
+        let v6 = match bind_v6_only(port) {
+            Ok(l) => {
+                listeners.push(l);
+                true
+            }
+            Err(nix::errno::Errno::EAFNOSUPPORT | nix::errno::Errno::EADDRNOTAVAIL) => false,
+            Err(e) => return Err(std::io::Error::from(e)),
+        };
         Ok(Self {
             _listeners: listeners,
             port,
+            v6,
         })
     }
 }
@@ -233,7 +244,9 @@ mod tests {
 
     #[test]
     fn host_facts_see_this_process() {
-        let f = HostFacts::collect();
+        let canary = Canary::open().unwrap();
+        let f = HostFacts::collect(&canary);
+        assert_eq!(f.canary_port, canary.port);
         assert_eq!(f.pid, std::process::id() as i32);
         assert!(f.namespaces.contains_key("pid") && f.namespaces.contains_key("mnt"));
         // The session as the kernel reports it (field 6 of /proc/self/stat; 0 when the

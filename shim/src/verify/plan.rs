@@ -434,12 +434,8 @@ pub fn plan(exp: &Expectations) -> Vec<Check> {
             } else {
                 ("http", proxy.http)
             };
-            let target = match r.host.parse::<std::net::Ipv6Addr>() {
-                Ok(_) => format!("[{}]:{}", r.host, r.port),
-                Err(_) => format!("{}:{}", r.host, r.port),
-            };
             p.push(check(
-                format!("proxy {proto} {} {target}", r.what),
+                format!("proxy {proto} {} {}", r.what, r.target()),
                 Group::Network,
                 if r.admit { "admitted" } else { "refused" },
                 Kind::Proxy {

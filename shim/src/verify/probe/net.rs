@@ -6,18 +6,18 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use netlink_packet_core::{
-    DecodeError, NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NetlinkSerializable, NLM_F_ACK,
-    NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
+    DecodeError, DefaultNla, Emitable, NetlinkDeserializable, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+    NetlinkSerializable, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols, Socket};
 use nix::errno::Errno;
 
+use crate::network::nft::TABLE as NFT_TABLE;
 use crate::verify::expect::{errno_name, Errnos, ProxyRequest};
 use crate::verify::outcome::Finding;
 
@@ -31,23 +31,15 @@ const DIRECT_TIMEOUT: Duration = Duration::from_secs(4);
 const PROXY_TIMEOUT: Duration = Duration::from_secs(20);
 /// The address the rtnetlink check tries to add to lo (TEST-NET-3).
 const PROBE_ADDRESS: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 77);
-/// claude-shim's nftables table (network::nft::TABLE).
-const NFT_TABLE: &str = "claude_shim";
 
 /// The interfaces of the sandbox's network namespace: only lo in none and
 /// allowlist mode; pasta's interface besides it in public mode.
 pub fn interfaces(mode: &str) -> Finding {
-    let text = match std::fs::read_to_string("/proc/net/dev") {
-        Ok(t) => t,
-        Err(e) => return Finding::fail(format!("cannot read /proc/net/dev: {e}")),
+    let ifaces = match crate::network::netns::interfaces(std::process::id() as i32) {
+        Ok(i) => i,
+        Err(e) => return Finding::fail(format!("{e:#}")),
     };
-    let ifaces: Vec<&str> = text
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split(':').next())
-        .map(str::trim)
-        .collect();
-    let others = ifaces.iter().filter(|i| **i != "lo").count();
+    let others = ifaces.iter().filter(|i| *i != "lo").count();
     let ok = if mode == "public" { others > 0 } else { others == 0 };
     Finding::judge(ok, format!("interfaces: {}", ifaces.join(", ")))
 }
@@ -97,20 +89,12 @@ fn frame<I: NetlinkSerializable>(payload: I, flags: u16, seq: u32) -> Vec<u8> {
 fn netlink_exchange(protocol: isize, request: &[u8]) -> Result<Result<(), Errno>, String> {
     let mut sock = Socket::new(protocol).map_err(|e| format!("open a netlink socket: {e}"))?;
     sock.bind_auto().map_err(|e| format!("bind a netlink socket: {e}"))?;
-    let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
-    // SAFETY: SO_RCVTIMEO with a timeval that outlives the call.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            std::ptr::from_ref(&tv).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(format!("set a receive timeout: {}", errno_name(Errno::last())));
-    }
+    nix::sys::socket::setsockopt(
+        &sock,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(2, 0),
+    )
+    .map_err(|e| format!("set a receive timeout: {}", errno_name(e)))?;
     let kernel = netlink_sys::SocketAddr::new(0, 0);
     sock.send_to(request, &kernel, 0)
         .map_err(|e| format!("send the request: {e}"))?;
@@ -165,48 +149,36 @@ pub fn netlink_address() -> Finding {
     )
 }
 
-// nfnetlink (linux/netfilter/nfnetlink.h, nf_tables.h).
-const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
-const NFNL_MSG_BATCH_END: u16 = 0x11;
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
-const NFT_MSG_DELTABLE: u16 = 2;
+// nfnetlink (linux/netfilter/nfnetlink.h); libc has all but the attribute.
+const NFNL_SUBSYS_NFTABLES: u16 = libc::NFNL_SUBSYS_NFTABLES as u16;
 const NFTA_TABLE_NAME: u16 = 1;
-const NFPROTO_INET: u8 = 1;
 
-/// struct nfgenmsg: family, version 0, resource id (big-endian).
-fn nfgenmsg(family: u8, res_id: u16) -> Vec<u8> {
-    let mut b = vec![family, 0];
+/// struct nfgenmsg: family, version, resource id (big-endian).
+fn nfgenmsg(family: i32, res_id: u16) -> Vec<u8> {
+    let mut b = vec![family as u8, libc::NFNETLINK_V0 as u8];
     b.extend_from_slice(&res_id.to_be_bytes());
-    b
-}
-
-/// A string attribute, NUL-terminated and padded to 4 bytes.
-fn nla_string(kind: u16, s: &str) -> Vec<u8> {
-    let len = 4 + s.len() + 1;
-    let mut b = Vec::with_capacity(len.next_multiple_of(4));
-    b.extend_from_slice(&(len as u16).to_ne_bytes());
-    b.extend_from_slice(&kind.to_ne_bytes());
-    b.extend_from_slice(s.as_bytes());
-    b.resize(len.next_multiple_of(4), 0);
     b
 }
 
 /// One nftables transaction deleting claude-shim's table: what `nft delete
 /// table inet claude_shim` sends.
 fn nft_delete_batch() -> Vec<u8> {
-    let mut del = nfgenmsg(NFPROTO_INET, 0);
-    del.extend(nla_string(NFTA_TABLE_NAME, NFT_TABLE));
+    let mut del = nfgenmsg(libc::NFPROTO_INET, 0);
+    let name = DefaultNla::new(NFTA_TABLE_NAME, format!("{NFT_TABLE}\0").into_bytes());
+    let at = del.len();
+    del.resize(at + name.buffer_len(), 0);
+    name.emit(&mut del[at..]);
     let mut out = frame(
         Raw {
-            message_type: NFNL_MSG_BATCH_BEGIN,
-            body: nfgenmsg(libc::AF_UNSPEC as u8, NFNL_SUBSYS_NFTABLES),
+            message_type: libc::NFNL_MSG_BATCH_BEGIN as u16,
+            body: nfgenmsg(libc::AF_UNSPEC, NFNL_SUBSYS_NFTABLES),
         },
         NLM_F_REQUEST,
         1,
     );
     out.extend(frame(
         Raw {
-            message_type: (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE,
+            message_type: (NFNL_SUBSYS_NFTABLES << 8) | libc::NFT_MSG_DELTABLE as u16,
             body: del,
         },
         NLM_F_REQUEST | NLM_F_ACK,
@@ -214,8 +186,8 @@ fn nft_delete_batch() -> Vec<u8> {
     ));
     out.extend(frame(
         Raw {
-            message_type: NFNL_MSG_BATCH_END,
-            body: nfgenmsg(libc::AF_UNSPEC as u8, NFNL_SUBSYS_NFTABLES),
+            message_type: libc::NFNL_MSG_BATCH_END as u16,
+            body: nfgenmsg(libc::AF_UNSPEC, NFNL_SUBSYS_NFTABLES),
         },
         NLM_F_REQUEST,
         3,
@@ -235,27 +207,22 @@ pub fn direct(addr: &SocketAddr, refused_with: &Errnos) -> Finding {
     let start = Instant::now();
     let r = TcpStream::connect_timeout(addr, DIRECT_TIMEOUT);
     let ms = start.elapsed().as_millis();
-    match r {
-        Ok(_) => Finding::fail(format!("connected: {addr} answered")),
-        Err(e) => match e.raw_os_error().map(Errno::from_raw) {
-            Some(errno) if refused_with.contains(errno) => {
-                Finding::pass(format!("refused: {} in {ms} ms", errno_name(errno)))
-            }
-            Some(Errno::ETIMEDOUT) | None if e.kind() == std::io::ErrorKind::TimedOut => Finding::fail(format!(
-                "no refusal within {} s: the packets left the sandbox",
-                DIRECT_TIMEOUT.as_secs()
-            )),
-            Some(errno) => Finding::fail(format!("unexpected: {} in {ms} ms", errno_name(errno))),
-            None => Finding::fail(format!("unexpected: {e}")),
-        },
+    let e = match r {
+        Ok(_) => return Finding::fail(format!("connected: {addr} answered")),
+        Err(e) => e,
+    };
+    if e.kind() == std::io::ErrorKind::TimedOut {
+        return Finding::fail(format!(
+            "no refusal within {} s: the packets left the sandbox",
+            DIRECT_TIMEOUT.as_secs()
+        ));
     }
-}
-
-/// The request's target as a client writes it (IPv6 literals in brackets).
-fn authority(host: &str, port: u16) -> String {
-    match host.parse::<std::net::Ipv6Addr>() {
-        Ok(_) => format!("[{host}]:{port}"),
-        Err(_) => format!("{host}:{port}"),
+    match e.raw_os_error().map(Errno::from_raw) {
+        Some(errno) if refused_with.contains(errno) => {
+            Finding::pass(format!("refused: {} in {ms} ms", errno_name(errno)))
+        }
+        Some(errno) => Finding::fail(format!("unexpected: {} in {ms} ms", errno_name(errno))),
+        None => Finding::fail(format!("unexpected: {e}")),
     }
 }
 
@@ -275,16 +242,29 @@ fn open_proxy(listener: &SocketAddr, admit: bool) -> Result<TcpStream, Finding> 
     Ok(s)
 }
 
-/// Reads an HTTP response head and, for an error, its short body.
+/// Reads an HTTP response head (httparse, as the proxy parses requests) and,
+/// for an error, its short body: (status code, "reason: body").
 fn read_response(s: &mut TcpStream) -> Result<(u16, String), String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > 16 * 1024 {
-            return Err("a response head over 16 KiB".into());
+    let (head_end, code, reason, length) = loop {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut resp = httparse::Response::new(&mut headers);
+        match resp.parse(&buf) {
+            Ok(httparse::Status::Complete(end)) => {
+                let length = resp
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+                    .unwrap_or(0)
+                    .min(512);
+                let code = resp.code.unwrap_or_default();
+                break (end, code, resp.reason.unwrap_or_default().to_owned(), length);
+            }
+            Ok(httparse::Status::Partial) if buf.len() > 16 * 1024 => return Err("a response head over 16 KiB".into()),
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(format!("not an HTTP response: {e}")),
         }
         match s.read(&mut chunk) {
             Ok(0) => return Err("the proxy closed the connection without an answer".into()),
@@ -292,20 +272,6 @@ fn read_response(s: &mut TcpStream) -> Result<(u16, String), String> {
             Err(e) => return Err(format!("no answer from the proxy: {e}")),
         }
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let status_line = head.lines().next().unwrap_or_default().to_owned();
-    let code: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("not an HTTP status line: {status_line:?}"))?;
-    let length: usize = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0)
-        .min(512);
     let mut body = buf[head_end..].to_vec();
     while code != 200 && body.len() < length {
         match s.read(&mut chunk) {
@@ -315,11 +281,11 @@ fn read_response(s: &mut TcpStream) -> Result<(u16, String), String> {
     }
     body.truncate(length);
     let body = String::from_utf8_lossy(&body).trim().to_owned();
-    let status = status_line.split_once(' ').map(|(_, s)| s).unwrap_or_default();
+    let status = format!("{code} {reason}");
     Ok((
         code,
         if body.is_empty() {
-            status.to_owned()
+            status
         } else {
             format!("{status}: {body}")
         },
@@ -331,7 +297,7 @@ fn http_connect(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
         Ok(s) => s,
         Err(f) => return f,
     };
-    let target = authority(&r.host, r.port);
+    let target = r.target();
     if let Err(e) = write!(s, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n") {
         return Finding::fail(format!("send CONNECT: {e}"));
     }
@@ -426,16 +392,16 @@ mod tests {
         assert_eq!(b.len(), 20 + 36 + 20);
         let len = |at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap()) as usize;
         let ty = |at: usize| u16::from_ne_bytes(b[at + 4..at + 6].try_into().unwrap());
-        assert_eq!((len(0), ty(0)), (20, NFNL_MSG_BATCH_BEGIN));
+        assert_eq!((len(0), ty(0)), (20, 0x10));
         assert_eq!(
             &b[16..20],
             &[0, 0, 0, 10],
             "AF_UNSPEC, v0, NFNL_SUBSYS_NFTABLES big-endian"
         );
         assert_eq!((len(20), ty(20)), (36, 0x0a02));
-        assert_eq!(b[36], NFPROTO_INET);
+        assert_eq!(b[36], 1, "NFPROTO_INET");
         assert_eq!(&b[44..56], b"claude_shim\0");
-        assert_eq!((len(56), ty(56)), (20, NFNL_MSG_BATCH_END));
+        assert_eq!((len(56), ty(56)), (20, 0x11));
     }
 
     /// In a network namespace of its own, the tamper checks fail while the
@@ -472,8 +438,8 @@ mod tests {
         assert_eq!(socks_request(&r("a.b")), [5, 1, 0, 3, 3, b'a', b'.', b'b', 1, 187]);
         assert_eq!(socks_request(&r("10.0.0.1")), [5, 1, 0, 1, 10, 0, 0, 1, 1, 187]);
         assert_eq!(socks_request(&r("::1"))[3], 4);
-        assert_eq!(authority("::1", 80), "[::1]:80");
-        assert_eq!(authority("a.b", 80), "a.b:80");
+        assert_eq!(r("::1").target(), "[::1]:443");
+        assert_eq!(r("a.b").target(), "a.b:443");
     }
 
     #[test]

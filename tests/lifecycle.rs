@@ -428,7 +428,8 @@ fn rlimits_above_the_hard_limit_are_clamped() {
 /// CVE-2019-5736: while a container's init is still runtime code (created,
 /// not started), its executable is not the binary on disk but a copy that
 /// cannot be written: as root, the binary in a read-only overlay mount
-/// attached nowhere (EROFS); as a user, a sealed in-memory copy (EPERM).
+/// attached nowhere (EROFS); as a user, a sealed in-memory copy that is also
+/// the text of a running process (ETXTBSY).
 #[test]
 fn init_runs_from_a_sealed_copy_of_the_runtime() {
     use std::io::Write as _;

@@ -229,14 +229,8 @@ impl Runtime {
             crate::network::stop_helpers(&meta);
         }
         if dir.join("state.json").exists() {
-            match Container::load(dir.clone()) {
-                Ok(mut c) => {
-                    self.end_init(id, &c);
-                    if let Err(e) = c.delete(true) {
-                        errors.push(format!("delete container {id}: {e}"));
-                    }
-                }
-                Err(e) => errors.push(format!("load container {id}: {e}")),
+            if let Err(e) = self.delete_state(id, &dir) {
+                errors.push(e);
             }
         } else if let Ok(spec) = self.effective_spec(id) {
             // No state yet: the cgroup named in our config is all that can hold processes.
@@ -262,6 +256,32 @@ impl Runtime {
             Ok(())
         } else {
             Err(anyhow!(errors.join("; ")))
+        }
+    }
+
+    /// Kills what is left of the container and has libcontainer delete it.
+    /// libcontainer reads /proc/PID/stat after finding /proc/PID; the killed
+    /// init can be reaped between the two (by conmon or containerd's shim),
+    /// which fails with a procfs error. Loading again then finds it stopped.
+    fn delete_state(&self, id: &str, dir: &Path) -> std::result::Result<(), String> {
+        let (mut tries, mut ended) = (0, false);
+        loop {
+            let result = Container::load(dir.to_path_buf()).and_then(|mut c| {
+                if !ended {
+                    self.end_init(id, &c);
+                    ended = true;
+                }
+                c.delete(true)
+            });
+            match result {
+                Ok(()) => return Ok(()),
+                Err(libcontainer::error::LibcontainerError::Procfs(e)) if tries < 5 => {
+                    tries += 1;
+                    tracing::debug!("container {id}'s init vanished while it was read ({e}); retrying");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(format!("delete container {id}: {e}")),
+            }
         }
     }
 
@@ -587,10 +607,8 @@ impl Runtime {
             Err(e) => return Err(e),
         };
         if self.container_dir(id).join("state.json").exists() {
-            let mut c = self.load(id)?;
-            c.refresh_status()
-                .map_err(|e| anyhow!("read status of container {id}: {e}"))?;
-            let status = c.status();
+            // load reads the status afresh (and retries a half-read one).
+            let status = self.load(id)?.status();
             let deletable = matches!(status, ContainerStatus::Stopped | ContainerStatus::Created);
             if !deletable && !force {
                 bail!(

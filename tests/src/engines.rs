@@ -67,13 +67,17 @@ fn expect_ok(tool: &str, args: &[&str], out: Output) -> String {
 
 /// What an ordinary workload sees, which must not depend on the runtime:
 /// identity, limits, confinement, devices, mounts, links, whether its cgroup
-/// limits can be raised, and loopback.
+/// limits can be raised, and loopback (the client retries until the
+/// listener is up, and the listener's stdin stays open so that it reads the
+/// message before it sees end of input: a slow machine loses nothing).
 pub const WORKLOAD: &str = "id; hostname; pwd; echo $PATH; ulimit -n; \
     grep -E '^(Cap|NoNewPrivs|Seccomp:)' /proc/self/status; \
     ls /dev; cut -d' ' -f2,3 /proc/self/mounts | sort -u; \
     ip -o link | cut -d' ' -f2,3; \
     echo 50 > /sys/fs/cgroup/pids/pids.max 2>/dev/null && echo cgroup-writable || echo cgroup-read-only; \
-    (nc -l -p 5555 > /tmp/got &) ; sleep 0.3; echo over-loopback | nc 127.0.0.1 5555; sleep 0.2; cat /tmp/got";
+    (sleep 10 | nc -l -p 5555 > /tmp/got &); i=0; \
+    until echo over-loopback | nc 127.0.0.1 5555 2>/dev/null || [ $i -ge 50 ]; do i=$((i+1)); sleep 0.1; done; \
+    i=0; until [ -s /tmp/got ] || [ $i -ge 50 ]; do i=$((i+1)); sleep 0.1; done; cat /tmp/got";
 
 /// WORKLOAD's output under runc (`baseline`) and claude-shim (`ours`): lo up
 /// and working, cgroups read-only, and the rest the same.
@@ -313,6 +317,7 @@ impl Podman {
             "the event log of {} names no container",
             self.dir.path().display()
         );
+        self.wait_for_exit_commands();
         for id in &ids {
             assert_gone(Path::new(DEFAULT_ROOT), id);
         }
@@ -335,6 +340,24 @@ impl Podman {
             "podman in {} left behind:\n{}",
             dir.display(),
             leaks.join("\n")
+        );
+    }
+
+    /// Waits for podman's own asynchronous tail: `podman rm` can return while
+    /// conmon is still running the container's exit command (`podman container
+    /// cleanup ID`). Those two are podman's processes, not the container's;
+    /// anything of the runtime or the container is still checked at once.
+    fn wait_for_exit_commands(&self) {
+        let dir = self.dir.path().to_string_lossy().into_owned();
+        wait_until(
+            Duration::from_secs(20),
+            "conmon and podman's exit commands to end",
+            || {
+                processes_mentioning(&dir)
+                    .into_iter()
+                    .all(|(_, cmd)| !(cmd.starts_with("/usr/bin/conmon ") || cmd.contains(" container cleanup ")))
+                    .then_some(())
+            },
         );
     }
 

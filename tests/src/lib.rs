@@ -284,7 +284,7 @@ pub fn assert_gone(root: &Path, id: &str) {
         leaks.push(format!("mount {line}"));
     }
     for pid in processes_of(id) {
-        leaks.push(format!("process {pid}"));
+        leaks.push(format!("process {pid}: {}", describe_process(pid)));
     }
     assert!(leaks.is_empty(), "container {id} left behind:\n{}", leaks.join("\n"));
 }
@@ -309,6 +309,19 @@ pub fn processes_of(id: &str) -> Vec<i32> {
         }
     }
     out
+}
+
+/// A process's command line and cgroup, for a leak report.
+pub fn describe_process(pid: i32) -> String {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let cmdline = fs::read(proc.join("cmdline")).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    let cgroup = fs::read_to_string(proc.join("cgroup")).unwrap_or_default();
+    let cgroup = cgroup
+        .lines()
+        .find(|l| l.contains("pids") || l.starts_with("0::"))
+        .unwrap_or("");
+    format!("{} (cgroup {cgroup})", cmdline.trim())
 }
 
 /// Waits for a file to appear (a pid file, a marker).

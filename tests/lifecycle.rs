@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
 
+use claude_shim_e2e::engines::wait_until;
 use claude_shim_e2e::*;
 
 const LOOP: &str =
@@ -80,13 +81,15 @@ fn create_start_state_ps_pause_exec_kill_delete() {
             .unwrap()
             > 0
     );
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(env.ok(&["exec", &id, "cat", "/tmp/detached"]).trim(), "detached");
+    wait_until(Duration::from_secs(10), "the detached exec's file", || {
+        (env.run(&["exec", &id, "cat", "/tmp/detached"]).stdout == b"detached\n").then_some(())
+    });
 
     // kill by name, then by number.
     env.ok(&["kill", &id, "USR1"]);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(env.ok(&["exec", &id, "cat", "/tmp/usr1"]).trim(), "usr1");
+    wait_until(Duration::from_secs(10), "the USR1 trap", || {
+        (env.run(&["exec", &id, "cat", "/tmp/usr1"]).stdout == b"usr1\n").then_some(())
+    });
     env.ok(&["kill", &id, "15"]);
     env.wait_status(&id, "stopped");
     assert_eq!(env.state(&id)["pid"], 0);

@@ -746,7 +746,7 @@ p links busybox ip -o link
 p routes busybox ip route
 p pub busybox nc -w 3 198.18.123.2 80
 p host_lo busybox nc -w 3 127.0.0.1 18080
-p own_lo sh -c 'busybox timeout 5 busybox nc -l -p 7000 -e echo hello-own-lo & sleep 0.3; busybox nc -w 3 127.0.0.1 7000'
+p own_lo sh -c 'busybox timeout 10 busybox nc -l -p 7000 -e echo hello-own-lo & i=0; until busybox nc -w 3 127.0.0.1 7000 2>/dev/null || [ $i -ge 50 ]; do i=$((i+1)); sleep 0.1; done'
 p proxy busybox nc -w 3 127.0.0.1 3128
 "#;
     let bundle = net_bundle(&env, &world, "none", Some(&net), script);

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use claude_shim_e2e::engines::wait_until;
 use claude_shim_e2e::*;
 
 #[test]
@@ -58,7 +59,10 @@ fn lifecycle_as_an_unprivileged_user() {
     env.ok(&["kill", &id, "KILL"]);
     env.wait_status(&id, "stopped");
     env.ok(&["delete", &id]);
-    std::thread::sleep(Duration::from_millis(50));
+    // The killed init's /proc entry lasts until its parent (the host's init) reaps it.
+    wait_until(Duration::from_secs(5), "the container's processes to be reaped", || {
+        processes_of(&id).is_empty().then_some(())
+    });
     env.assert_no_leaks(&id);
 }
 

@@ -597,7 +597,7 @@ impl Drop for Containerd {
 }
 
 /// Runs `argv` under a pseudo-terminal (util-linux script), as a user at a
-/// terminal would; returns the exit code and what the terminal showed, without
+/// terminal would (its input open, nothing typed); returns the exit code and what the terminal showed, without
 /// NULs and CRs.
 pub fn at_terminal(argv: &[&str], envs: &[(&str, &Path)], dir: &Path) -> (Option<i32>, String) {
     let quoted: Vec<String> = argv.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
@@ -608,7 +608,17 @@ pub fn at_terminal(argv: &[&str], envs: &[(&str, &Path)], dir: &Path) -> (Option
     for (k, v) in envs {
         c.env(k, v);
     }
-    let out = output_of(c, dir);
+    // script's stdin stays open until the command ends: at end of input
+    // script hangs the terminal up, which could cut the command's output.
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
     let seen = text(&out.stdout).replace(['\0', '\r'], "");
     (out.status.code(), seen)
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub use crate::output_of;
-use crate::{assert_gone, rootfs, shim_path, unique_id, workspace};
+use crate::{assert_gone, processes, rootfs, shim_path, unique_id, workspace};
 
 /// Where claude-shim keeps state when an engine does not pass --root (podman).
 pub const DEFAULT_ROOT: &str = "/run/claude-shim";
@@ -120,20 +120,13 @@ pub fn sockets_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Pids of processes whose command line mentions `needle` (a private path).
+/// Pids and command lines of processes that mention `needle` (a private path).
 pub fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
-    let mut out = Vec::new();
-    for e in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmdline = fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(needle) && !cmdline.contains("claude_shim_e2e") && !cmdline.contains("cargo") {
-            out.push((pid, cmdline));
-        }
-    }
-    out
+    processes()
+        .into_iter()
+        .filter(|p| p.mentions(needle))
+        .map(|p| (p.pid, p.cmdline))
+        .collect()
 }
 
 /// Removes cgroup `rel` (and its empty children) in every hierarchy; returns
@@ -597,8 +590,8 @@ impl Drop for Containerd {
 }
 
 /// Runs `argv` under a pseudo-terminal (util-linux script), as a user at a
-/// terminal would (its input open, nothing typed); returns the exit code and what the terminal showed, without
-/// NULs and CRs.
+/// terminal would (its input open, nothing typed); returns the exit code and
+/// what the terminal showed, without NULs and CRs.
 pub fn at_terminal(argv: &[&str], envs: &[(&str, &Path)], dir: &Path) -> (Option<i32>, String) {
     let quoted: Vec<String> = argv.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
     let mut c = Command::new("script");

@@ -283,14 +283,40 @@ pub fn assert_gone(root: &Path, id: &str) {
     for line in mountinfo.lines().filter(|l| l.contains(id)) {
         leaks.push(format!("mount {line}"));
     }
-    for pid in processes_of(id) {
-        leaks.push(format!("process {pid}: {}", describe_process(pid)));
+    for p in processes_of(id) {
+        leaks.push(format!("process {}: {}", p.pid, p.describe()));
     }
     assert!(leaks.is_empty(), "container {id} left behind:\n{}", leaks.join("\n"));
 }
 
-/// Pids whose cgroup or command line names `id`.
-pub fn processes_of(id: &str) -> Vec<i32> {
+/// A process as the leak checks see it.
+pub struct Proc {
+    pub pid: i32,
+    /// The command line, arguments joined by spaces.
+    pub cmdline: String,
+    pub cgroup: String,
+}
+
+impl Proc {
+    /// Whether the command line mentions `needle`, not counting the test
+    /// harness itself (cargo, the test binaries), whose arguments name ids.
+    pub fn mentions(&self, needle: &str) -> bool {
+        self.cmdline.contains(needle) && !self.cmdline.contains("cargo") && !self.cmdline.contains("claude_shim_e2e")
+    }
+
+    /// The command line and the pids cgroup, for a leak report.
+    pub fn describe(&self) -> String {
+        let cgroup = self
+            .cgroup
+            .lines()
+            .find(|l| l.contains("pids") || l.starts_with("0::"))
+            .unwrap_or("");
+        format!("{} (cgroup {cgroup})", self.cmdline.trim())
+    }
+}
+
+/// Every process but this one.
+pub fn processes() -> Vec<Proc> {
     let mut out = Vec::new();
     for e in fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
@@ -299,29 +325,22 @@ pub fn processes_of(id: &str) -> Vec<i32> {
         if pid == std::process::id() as i32 {
             continue;
         }
-        let cgroup = fs::read_to_string(e.path().join("cgroup")).unwrap_or_default();
         let cmdline = fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cgroup.contains(id)
-            || (cmdline.contains(id) && !cmdline.contains("cargo") && !cmdline.contains("claude_shim_e2e"))
-        {
-            out.push(pid);
-        }
+        out.push(Proc {
+            pid,
+            cmdline: String::from_utf8_lossy(&cmdline).replace('\0', " "),
+            cgroup: fs::read_to_string(e.path().join("cgroup")).unwrap_or_default(),
+        });
     }
     out
 }
 
-/// A process's command line and cgroup, for a leak report.
-pub fn describe_process(pid: i32) -> String {
-    let proc = PathBuf::from(format!("/proc/{pid}"));
-    let cmdline = fs::read(proc.join("cmdline")).unwrap_or_default();
-    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-    let cgroup = fs::read_to_string(proc.join("cgroup")).unwrap_or_default();
-    let cgroup = cgroup
-        .lines()
-        .find(|l| l.contains("pids") || l.starts_with("0::"))
-        .unwrap_or("");
-    format!("{} (cgroup {cgroup})", cmdline.trim())
+/// Processes whose cgroup or command line names `id`.
+pub fn processes_of(id: &str) -> Vec<Proc> {
+    processes()
+        .into_iter()
+        .filter(|p| p.cgroup.contains(id) || p.mentions(id))
+        .collect()
 }
 
 /// Waits for a file to appear (a pid file, a marker).

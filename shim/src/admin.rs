@@ -27,7 +27,8 @@ use libcontainer::oci_spec::runtime::{
     LinuxNamespaceType, LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, PosixRlimitBuilder, Process, Spec,
 };
 
-use crate::runtime::{guards, Meta};
+use crate::runtime::guards;
+use crate::state::Meta;
 
 /// The admin policy's path, fixed at build time (CLAUDE_SHIM_ADMIN_POLICY_PATH
 /// in cargo's environment), /etc/claude-shim/policy.toml by default.

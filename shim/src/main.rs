@@ -9,6 +9,8 @@ mod logging;
 mod network;
 mod runtime;
 mod sandbox;
+mod seal;
+mod state;
 mod verify;
 
 use clap::Parser;
@@ -137,7 +139,7 @@ fn main() {
     };
     tracing::debug!(args = ?std::env::args().collect::<Vec<_>>(), "claude-shim started");
     if needs_seal(cmd) {
-        if let Err(e) = runtime::seal::ensure_sealed() {
+        if let Err(e) = seal::ensure_sealed() {
             logging::report_error(sink, &error_line(&e));
             std::process::exit(1);
         }

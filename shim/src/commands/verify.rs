@@ -10,9 +10,10 @@ use std::process::{Command, Stdio};
 use anyhow::{anyhow, Context, Result};
 
 use crate::commands::run::{generated_id, run_bundle, RunOptions};
-use crate::runtime::{seal, Runtime};
+use crate::runtime::Runtime;
 use crate::sandbox;
 use crate::sandbox::lease::Lease;
+use crate::seal;
 use crate::verify::report::{self, ProbeRun, Report};
 use crate::verify::{from_spec, prepare_spec, Canary, HostFacts};
 use claude_shim_bundle::Compiled;

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::policy::{Mode, MODE_ANNOTATION, POLICY_ANNOTATION};
 use self::policy::{Policy, RawPolicy};
-use crate::runtime::Meta;
+use crate::state::Meta;
 
 /// The environment of an allowlist sandbox (the contract with the policy crate).
 pub const PROXY_ENV: &[(&str, &str)] = &[
@@ -182,7 +182,7 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
     match mode {
         Mode::None => {}
         Mode::Allowlist => {
-            let exe = crate::runtime::seal::exe_on_disk().with_context(|| format!("{what}: find claude-shim"))?;
+            let exe = crate::seal::exe_on_disk().with_context(|| format!("{what}: find claude-shim"))?;
             if !is_executable(&exe) {
                 bail!(
                     "{what}: the proxy is claude-shim itself, and {} is not an executable file",
@@ -218,7 +218,7 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
 /// those namespaces as a fresh exec, sends them over (`netns::hook`).
 fn add_ns_hook(spec: &mut Spec, state_dir: &Path) -> Result<()> {
     use libcontainer::oci_spec::runtime::HookBuilder;
-    let exe = crate::runtime::seal::exe_on_disk()?;
+    let exe = crate::seal::exe_on_disk()?;
     if !is_executable(&exe) {
         bail!("run the network hook: {} is not an executable file", exe.display());
     }
@@ -318,7 +318,7 @@ fn start_watch(
     ns: &netns::NsFds,
     record: &mut Record<'_>,
 ) -> Result<(String, i32)> {
-    let exe = crate::runtime::seal::exe_on_disk()?;
+    let exe = crate::seal::exe_on_disk()?;
     let args: Vec<OsString> = [
         "__network",
         "watch",

@@ -13,9 +13,7 @@ pub mod executor;
 pub mod foreground;
 pub mod guards;
 pub mod loopback;
-pub mod seal;
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::os::fd::OwnedFd;
@@ -26,40 +24,16 @@ use anyhow::{anyhow, bail, Context, Result};
 use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt};
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::{Container, ContainerStatus};
-use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, LinuxSeccomp, Spec};
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, Spec};
 use libcontainer::syscall::syscall::SyscallType;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::Signal as NixSignal;
-use serde::{Deserialize, Serialize};
 
 use self::executor::ShimExecutor;
+pub use crate::state::Meta;
 
 /// Our directory under the root; never a valid container id.
 const OURS: &str = ".claude-shim";
-
-/// What the runtime keeps about a container beside libcontainer's state.
-#[derive(Serialize, Deserialize, Debug, Default, Clone)]
-pub struct Meta {
-    /// The bundle the engine or user gave; libcontainer only sees our copy.
-    pub bundle: PathBuf,
-    /// The rootfs, absolute.
-    pub rootfs: PathBuf,
-    /// Processes claude-shim started beside the container (pasta, proxy), by name.
-    #[serde(default)]
-    pub helpers: HashMap<String, i32>,
-    /// The admin policy applied at create (shim/src/admin.rs), if any; exec'd
-    /// processes are held to it too.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin_policy: Option<PathBuf>,
-    /// Seccomp filters every process of the container loads on top of the
-    /// spec's own (the admin policy's), already adapted for libcontainer.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stacked_seccomp: Vec<LinuxSeccomp>,
-    /// Each helper's start time (/proc/<pid>/stat field 22), so that a pid
-    /// reused by another process is never taken for the helper.
-    #[serde(default)]
-    pub helper_starts: HashMap<String, u64>,
-}
 
 /// What may adapt a spec at create, after the guards and before libcontainer
 /// sees it (the admin policy; `sandbox` compiles its own).

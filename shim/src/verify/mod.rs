@@ -8,6 +8,7 @@
 //! Host side: `expect`, `plan`, `report`, `HostFacts`, `prepare_spec`.
 //! Inside the sandbox: `probe` (with the `syscalls` catalog).
 
+pub mod errnos;
 pub mod expect;
 pub mod from_spec;
 pub mod outcome;
@@ -50,7 +51,7 @@ pub fn probe_args(exp: &Expectations) -> Vec<String> {
 }
 
 /// Makes `spec` run the probe instead of its process: the binary on disk
-/// (`runtime::seal::exe_on_disk`, not /proc/self/exe, which is a sealed memfd)
+/// (`seal::exe_on_disk`, not /proc/self/exe, which is a sealed memfd)
 /// is bind-mounted read-only, nosuid, after every other mount (so after /dev),
 /// and becomes process.args. Everything else of the spec (capabilities,
 /// seccomp, mounts, namespaces, env) stays as the sandbox has it: that is what

@@ -15,7 +15,7 @@ use claude_shim_bundle::seccomp::{decide, Decision};
 use nix::errno::Errno;
 use oci_spec::runtime::LinuxSeccomp;
 
-use super::expect::{Errnos, SyscallExpect};
+use super::errnos::{Errnos, SyscallExpect};
 
 /// A raw syscall result: the return value, or the errno.
 pub type Ret = Result<i64, Errno>;

@@ -1,0 +1,34 @@
+//! The record claude-shim keeps about a container beside libcontainer's own
+//! state (meta.json in its state directory). A layer below both the runtime,
+//! which writes it at create, and the network helpers and admin policy, which
+//! fill parts of it; so the arrows between those modules point one way.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use libcontainer::oci_spec::runtime::LinuxSeccomp;
+use serde::{Deserialize, Serialize};
+
+/// What the runtime keeps about a container beside libcontainer's state.
+#[derive(Serialize, Deserialize, Debug, Default, Clone)]
+pub struct Meta {
+    /// The bundle the engine or user gave; libcontainer only sees our copy.
+    pub bundle: PathBuf,
+    /// The rootfs, absolute.
+    pub rootfs: PathBuf,
+    /// Processes claude-shim started beside the container (pasta, proxy), by name.
+    #[serde(default)]
+    pub helpers: HashMap<String, i32>,
+    /// The admin policy applied at create (shim/src/admin.rs), if any; exec'd
+    /// processes are held to it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_policy: Option<PathBuf>,
+    /// Seccomp filters every process of the container loads on top of the
+    /// spec's own (the admin policy's), already adapted for libcontainer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacked_seccomp: Vec<LinuxSeccomp>,
+    /// Each helper's start time (/proc/<pid>/stat field 22), so that a pid
+    /// reused by another process is never taken for the helper.
+    #[serde(default)]
+    pub helper_starts: HashMap<String, u64>,
+}

@@ -33,7 +33,7 @@ fn refused(env: &Env, policy: &Path, args: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(1), "{args:?} should be refused: {stderr}");
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.contains("warning:")).collect();
     assert_eq!(lines.len(), 1, "one error line: {stderr:?}");
-    assert!(lines[0].starts_with("claude-shim: failed to "), "{}", lines[0]);
+    assert!(lines[0].starts_with("claude-shim: error: failed to "), "{}", lines[0]);
     lines[0].to_owned()
 }
 
@@ -154,7 +154,7 @@ fn the_host_network_namespace_is_refused() {
     assert_eq!(
         line,
         format!(
-            "claude-shim: failed to create container {id}: apply admin policy {}: the host's net namespace is forbidden (config.json asks for no net namespace of its own)",
+            "claude-shim: error: failed to create container {id}: apply admin policy {}: the host's net namespace is forbidden (config.json asks for no net namespace of its own)",
             policy.display()
         )
     );
@@ -284,7 +284,7 @@ fn the_admin_policy_must_be_roots_alone_and_valid() {
     assert_eq!(
         line,
         format!(
-            "claude-shim: failed to create container {id}: use admin policy {}: it is writable by group or others (mode 666)",
+            "claude-shim: error: failed to create container {id}: use admin policy {}: it is writable by group or others (mode 666)",
             policy.display()
         )
     );

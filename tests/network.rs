@@ -989,7 +989,11 @@ fn missing_or_failing_pasta_nft_or_proxy_refuses_the_container() {
         );
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.contains("warning:")).collect();
         assert_eq!(lines.len(), 1, "{name}: one error line: {stderr}");
-        assert!(lines[0].starts_with("claude-shim: failed to "), "{name}: {}", lines[0]);
+        assert!(
+            lines[0].starts_with("claude-shim: error: failed to "),
+            "{name}: {}",
+            lines[0]
+        );
         assert!(lines[0].contains(want), "{name}: {} should name {want}", lines[0]);
         assert_all_gone(&env, &id);
     }
@@ -1051,7 +1055,7 @@ fn modes_that_cannot_be_enforced_are_refused() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(
-            stderr.contains(want) && stderr.starts_with("claude-shim: failed to "),
+            stderr.contains(want) && stderr.starts_with("claude-shim: error: failed to "),
             "{stderr} should say {want}"
         );
         assert!(!String::from_utf8_lossy(&out.stdout).contains("started"));

@@ -429,6 +429,7 @@ fn admin_policy_tightens_and_refuses_under_podman() {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(126), "{flags:?}: {err}");
         assert!(
+            // podman prefixes the runtime's name to the msg of its JSON log line.
             err.contains("Error: OCI runtime error: claude-shim: failed to create container ")
                 && err.contains(&format!("apply admin policy {}: ", policy.display()))
                 && err.contains(reason),

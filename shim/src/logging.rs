@@ -51,7 +51,8 @@ fn level_name(level: Level) -> &'static str {
 }
 
 /// One log line. Text lines for a person reading stderr are plain
-/// (`claude-shim: warning: ...`); text lines in a log file are logrus text.
+/// (`claude-shim: error: ...`, `claude-shim: warning: ...`: tools and engines
+/// look for the word, as in runc's `level=error`); text lines in a log file are logrus text.
 pub fn render(format: LogFormat, to_stderr: bool, level: Level, msg: &str, time: &str) -> String {
     match format {
         LogFormat::Json => {
@@ -60,7 +61,7 @@ pub fn render(format: LogFormat, to_stderr: bool, level: Level, msg: &str, time:
             format!("{value}\n")
         }
         LogFormat::Text if to_stderr => match level {
-            Level::ERROR => format!("claude-shim: {msg}\n"),
+            Level::ERROR => format!("claude-shim: error: {msg}\n"),
             Level::WARN => format!("claude-shim: warning: {msg}\n"),
             _ => format!("claude-shim: {}: {msg}\n", level_name(level)),
         },
@@ -161,10 +162,10 @@ pub fn report_error(sink: Option<&LogSink>, msg: &str) {
         Some(sink) => {
             sink.write_line(Level::ERROR, msg);
             if !sink.to_stderr {
-                eprintln!("claude-shim: {msg}");
+                eprintln!("claude-shim: error: {msg}");
             }
         }
-        None => eprintln!("claude-shim: {msg}"),
+        None => eprintln!("claude-shim: error: {msg}"),
     }
 }
 
@@ -210,7 +211,7 @@ mod tests {
     fn stderr_text_is_plain() {
         assert_eq!(
             render(LogFormat::Text, true, Level::ERROR, "failed to x", "T"),
-            "claude-shim: failed to x\n"
+            "claude-shim: error: failed to x\n"
         );
     }
 }

@@ -110,7 +110,7 @@ fn parse_cli() -> Cli {
                 .next()
                 .unwrap_or_default()
                 .trim_start_matches("error: ");
-            eprintln!("claude-shim: failed to parse the command line: {first}");
+            eprintln!("claude-shim: error: failed to parse the command line: {first}");
             std::process::exit(1);
         }
     }

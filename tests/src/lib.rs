@@ -153,7 +153,7 @@ impl Env {
             "claude-shim {args:?} should print one error line, got: {stderr:?}"
         );
         assert!(
-            lines[0].starts_with("claude-shim: failed to "),
+            lines[0].starts_with("claude-shim: error: failed to "),
             "error line {:?} should read 'failed to ...'",
             lines[0]
         );

@@ -58,7 +58,16 @@ pub const GROUPS: &[&str] = &[
     "start20",
 ];
 /// The runtimes `--runtimes` selects.
-pub const RUNTIMES: &[&str] = &["host", "bwrap", "runc", "crun", "runsc", "claude-shim", "sandbox"];
+pub const RUNTIMES: &[&str] = &[
+    "host",
+    "bwrap",
+    "srt",
+    "runc",
+    "crun",
+    "runsc",
+    "claude-shim",
+    "sandbox",
+];
 
 const SYSCALLS: &[&str] = &[
     "syscall_getppid",
@@ -67,6 +76,7 @@ const SYSCALLS: &[&str] = &[
     "syscall_write_devnull",
 ];
 const AT_ONCE: usize = 20;
+use crate::report::BIG_TREE;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -86,12 +96,20 @@ fn metric_defs(s: &Settings, bytes: u64) -> Vec<MetricDef> {
         d("cold_start", "Cold start to exit of /bin/true", "ms", Better::Lower,
           "Wall time from the fork of the runtime's command to its exit. OCI runtimes: `RUNTIME run` of the shared bundle \
            (create, start, wait, delete) running /bin/true; bwrap: the seed's flags around /bin/true; sandbox: \
-           `claude-shim sandbox -- /bin/true` with the shipped policy; host: /bin/true itself."),
+           `claude-shim sandbox -- /bin/true` with the shipped policy, in the generated source tree and (row 150k-file \
+           tree) in a generated tree of 150,000 files in 1,650 directories with a few .env files (after the warm-up \
+           round, as on an agent's second command); srt: `srt -s SETTINGS /bin/true` (Anthropic's sandbox-runtime, \
+           Claude Code's own sandbox; its settings allow one domain and writes to the working directory); host: /bin/true itself."),
+        d("cold_start_cpu", "CPU time of a cold start", "ms", Better::Lower,
+          "User + system CPU time of the runtime's command and every process it waited for (getrusage RUSAGE_CHILDREN \
+           around the sample); helpers that outlive it are not counted."),
         d("cold_start_net", "Cold start to exit of /bin/true, with networking", "ms", Better::Lower,
           "As cold start, with a network. claude-shim: the bundle with annotation run.claude-shim.network = MODE (its own \
            helpers included). runc/crun + pasta: the harness makes and pins a network namespace, attaches pasta \
            (--config-net, no ports, --no-map-gw) and runs the bundle in it; making the namespace, pasta's start and stop \
            are timed. runsc netstack: --network=sandbox in that namespace; runsc hostinet: --network=host started inside it."),
+        d("cold_start_net_cpu", "CPU time of a cold start with networking", "ms", Better::Lower,
+          "As the cold start's CPU time (the harness's own pasta is not its child and is not counted)."),
     ];
     let sys = |id: &'static str, what: &'static str| {
         d(id, what, "ns/call", Better::Lower,
@@ -160,13 +178,22 @@ fn metric_defs(s: &Settings, bytes: u64) -> Vec<MetricDef> {
     ));
     v.push(d("start20", "20 sandboxes at once", "ms", Better::Lower,
              "Wall time from the first of 20 concurrent `run`s of /bin/true (each its own container id) to the last one's exit."));
+    v.push(d(
+        "start20_cpu",
+        "CPU time of 20 sandboxes at once",
+        "ms",
+        Better::Lower,
+        "User + system CPU time of the 20 commands and the processes they waited for, together.",
+    ));
     let groups = s.metrics.clone();
     v.retain(|m| groups.as_ref().is_none_or(|g| g.iter().any(|g| group_of(m.id) == g)));
     v
 }
 
 fn group_of(metric: &str) -> &str {
-    if metric.starts_with("syscall_") {
+    if let Some(wall) = metric.strip_suffix("_cpu") {
+        group_of(wall)
+    } else if metric.starts_with("syscall_") {
         "syscall"
     } else if metric.starts_with("workload_") {
         "workload"
@@ -188,6 +215,8 @@ pub struct Ctx {
     pub bench_bin: PathBuf,
     pub work: PathBuf,
     pub tree: PathBuf,
+    /// The 150k-file tree of the start-up row (or why there is none).
+    pub big_tree: Result<PathBuf, String>,
     pub pasta: Option<PathBuf>,
     pub peer: Result<Peer, String>,
     pub peer_port: u16,
@@ -362,7 +391,7 @@ fn gate(rt: &Runtime) -> State {
 impl<'a> Planner<'a> {
     fn launch(&mut self, rt: &Runtime, job: Job) -> Result<Launch> {
         match rt.kind {
-            Kind::Host | Kind::Sandbox => Ok(Launch::Argv {
+            Kind::Host | Kind::Sandbox | Kind::Srt => Ok(Launch::Argv {
                 argv: job.argv,
                 cwd: job.cwd,
                 bpf: None,
@@ -454,8 +483,30 @@ impl<'a> Planner<'a> {
         self.push(label, rt_i, variant, metrics, state, None);
     }
 
+    /// Every runtime but srt, which is compared on start-up only.
     fn all(&self) -> Vec<usize> {
+        (0..self.ctx.rts.len())
+            .filter(|&i| self.ctx.rts[i].kind != Kind::Srt)
+            .collect()
+    }
+
+    fn with_srt(&self) -> Vec<usize> {
         (0..self.ctx.rts.len()).collect()
+    }
+
+    /// srt's rows in the tables it is not measured in, so every runtime
+    /// appears in every table.
+    fn srt_elsewhere(&mut self, metrics: &[MetricDef]) {
+        for i in 0..self.ctx.rts.len() {
+            if self.ctx.rts[i].kind != Kind::Srt {
+                continue;
+            }
+            for m in metrics {
+                if !self.cases.iter().any(|c| c.rt == i && c.metrics.contains(&m.id)) {
+                    self.na(i, "", vec![m.id], "srt is compared on start-up only");
+                }
+            }
+        }
     }
 
     fn probe_argv(&self, args: &[&str]) -> Vec<String> {
@@ -480,10 +531,11 @@ impl<'a> Planner<'a> {
 
     // ---- metric 1
     fn cold_start(&mut self) {
-        for i in self.all() {
+        let m = || vec!["cold_start", "cold_start_cpu"];
+        for i in self.with_srt() {
             let tree = self.ctx.tree.clone();
-            self.case(i, "", vec!["cold_start"], State::Ready, |p, rt| {
-                let cwd = if rt.kind == Kind::Sandbox {
+            self.case(i, "", m(), State::Ready, |p, rt| {
+                let cwd = if matches!(rt.kind, Kind::Sandbox | Kind::Srt) {
                     tree
                 } else {
                     PathBuf::from("/")
@@ -491,12 +543,22 @@ impl<'a> Planner<'a> {
                 let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], &cwd))?;
                 Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start")))
             });
+            if self.ctx.rts[i].kind == Kind::Sandbox {
+                let big = match &self.ctx.big_tree {
+                    Ok(p) => (State::Ready, p.clone()),
+                    Err(e) => (State::Fails(e.clone()), PathBuf::new()),
+                };
+                self.case(i, BIG_TREE, m(), big.0, |p, rt| {
+                    let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], &big.1))?;
+                    Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start")))
+                });
+            }
         }
     }
 
     // ---- metric 2
     fn cold_start_net(&mut self) {
-        let m = || vec!["cold_start_net"];
+        let m = || vec!["cold_start_net", "cold_start_net_cpu"];
         for i in self.all() {
             let kind = self.ctx.rts[i].kind;
             match kind {
@@ -521,6 +583,8 @@ impl<'a> Planner<'a> {
                     }
                 }
                 Kind::Bwrap => self.na(i, "", m(), "bwrap --unshare-all leaves only loopback; Claude Code's proxy bridge (socat) is not part of the seed's flags"),
+                // Not in all(): srt_elsewhere gives it its n/a rows.
+                Kind::Srt => {}
                 Kind::Sandbox => self.na(i, "", m(), "the shipped policy's own network mode is what the cold start row measures"),
             }
         }
@@ -601,6 +665,8 @@ impl<'a> Planner<'a> {
             };
             match kind {
                 Kind::Host => plain(self, "", None, false, State::Ready),
+                // Not in all(): srt_elsewhere gives it its n/a rows.
+                Kind::Srt => {}
                 Kind::Sandbox => plain(self, "shipped policy", None, false, State::Ready),
                 Kind::Bwrap => {
                     plain(self, "no seccomp", None, false, State::Ready);
@@ -761,6 +827,8 @@ impl<'a> Planner<'a> {
                     vec!["tput_c2h", "tput_h2c"],
                     "bwrap --unshare-all leaves only loopback",
                 ),
+                // Not in all(): srt_elsewhere gives it its n/a rows.
+                Kind::Srt => {}
                 Kind::Sandbox => self.na(
                     i,
                     "",
@@ -881,6 +949,8 @@ impl<'a> Planner<'a> {
             let kind = self.ctx.rts[i].kind;
             match kind {
                 Kind::Host => self.na(i, "", m(), "no runtime: nothing runs beside the workload"),
+                // Not in all(): srt_elsewhere gives it its n/a rows.
+                Kind::Srt => {}
                 Kind::Sandbox => self.na(i, "", m(), "a foreground verb; see the claude-shim bundle rows"),
                 Kind::Bwrap => {
                     let argv = sleep.clone();
@@ -955,7 +1025,7 @@ impl<'a> Planner<'a> {
     fn start20(&mut self) {
         for i in self.all() {
             let tree = self.ctx.tree.clone();
-            self.case(i, "", vec!["start20"], State::Ready, |p, rt| {
+            self.case(i, "", vec!["start20", "start20_cpu"], State::Ready, |p, rt| {
                 let cwd = if rt.kind == Kind::Sandbox {
                     tree
                 } else {
@@ -1025,7 +1095,10 @@ fn cold_fn(rt: Runtime, launch: Launch, metric: &'static str) -> SampleFn {
     Box::new(move |ctx: &Ctx| {
         let id = ctx.id();
         let f = exec(ctx, &rt, &launch, &id, None)?;
-        Ok(Sample::one(metric, ms(f.elapsed)))
+        Ok(Sample {
+            values: vec![(metric, ms(f.elapsed)), (cpu_metric(metric), ms(f.cpu))],
+            note: None,
+        })
     })
 }
 
@@ -1047,9 +1120,19 @@ fn syscalls_fn(rt: Runtime, launch: Launch) -> SampleFn {
     })
 }
 
+/// The CPU-time companion of a start-up metric.
+fn cpu_metric(metric: &str) -> &'static str {
+    match metric {
+        "cold_start_net" => "cold_start_net_cpu",
+        "start20" => "start20_cpu",
+        _ => "cold_start_cpu",
+    }
+}
+
 fn start_many(ctx: &Ctx, rt: &Runtime, launch: &Launch) -> Result<Sample> {
     let ids: Vec<String> = (0..AT_ONCE).map(|_| ctx.id()).collect();
     let hooks = hooks_for(rt, launch, None)?;
+    let cpu0 = proc::children_cpu();
     let t0 = Instant::now();
     let mut running = Vec::new();
     for id in &ids {
@@ -1078,11 +1161,15 @@ fn start_many(ctx: &Ctx, rt: &Runtime, launch: &Launch) -> Result<Sample> {
         }
     }
     let el = t0.elapsed();
+    let cpu = proc::children_cpu().saturating_sub(cpu0);
     if let Some(e) = first_err {
         ids.iter().for_each(|id| rt.cleanup(id, None));
         bail!("{}: one of {AT_ONCE}: {e}", rt.name);
     }
-    Ok(Sample::one("start20", ms(el)))
+    Ok(Sample {
+        values: vec![("start20", ms(el)), ("start20_cpu", ms(cpu))],
+        note: None,
+    })
 }
 
 // ---------------------------------------------------------------- memory
@@ -1369,6 +1456,21 @@ fn detect(s: &Settings, runner: &Runner, work: &Path, layout: &Layout) -> (Vec<R
     }
     rts.push(sandbox);
 
+    let srt = runtimes::find("srt");
+    tools.push(runtimes::tool_info("srt", srt.as_deref(), &["--version"]));
+    let mut srt = mk(
+        Kind::Srt,
+        "srt",
+        srt,
+        "srt is not installed (npm install -g @anthropic-ai/sandbox-runtime)",
+    );
+    if srt.present() {
+        if let Err(e) = write_srt_settings(&srt) {
+            srt.availability = Availability::Fails(err_text(&e));
+        }
+    }
+    rts.push(srt);
+
     let pasta = runtimes::find("pasta");
     tools.push(runtimes::tool_info("pasta", pasta.as_deref(), &["--version"]));
     for (name, args) in [
@@ -1417,6 +1519,18 @@ fn detect(s: &Settings, runner: &Runner, work: &Path, layout: &Layout) -> (Vec<R
     )
 }
 
+/// srt's settings: one allowed domain (its proxies start as they would for
+/// Claude Code), writes to the working directory only.
+fn write_srt_settings(rt: &Runtime) -> Result<()> {
+    fs::create_dir_all(&rt.root).with_context(|| format!("create {}", rt.root.display()))?;
+    let settings = json!({
+        "network": { "allowedDomains": ["api.anthropic.com"], "deniedDomains": [] },
+        "filesystem": { "denyRead": ["~/.ssh"], "allowWrite": ["."], "denyWrite": [] }
+    });
+    let p = rt.srt_settings();
+    fs::write(&p, serde_json::to_vec_pretty(&settings)?).with_context(|| format!("write {}", p.display()))
+}
+
 fn runtime_key(kind: Kind) -> &'static str {
     match kind {
         Kind::Host => "host",
@@ -1426,6 +1540,7 @@ fn runtime_key(kind: Kind) -> &'static str {
         Kind::Runsc => "runsc",
         Kind::ClaudeShim => "claude-shim",
         Kind::Sandbox => "sandbox",
+        Kind::Srt => "srt",
     }
 }
 
@@ -1487,6 +1602,12 @@ pub fn run(s: Settings) -> Result<i32> {
     fs::copy(&me, &tmp_bin).with_context(|| format!("copy {} to {}", me.display(), tmp_bin.display()))?;
     fs::rename(&tmp_bin, &bench_bin)?;
     let tree = workloads::prepare(&work.join("tree"), &size).context("prepare the source tree")?;
+    let big_tree = if s.metrics.as_ref().is_none_or(|g| g.iter().any(|g| g == "cold_start")) {
+        let files = if s.quick { 15_000 } else { 150_000 };
+        workloads::big_tree(&work.join("big-tree"), files).map_err(|e| err_text(&e))
+    } else {
+        Err("cold_start not selected".into())
+    };
     let layout = bundle::prepare_rootfs(&work.join("rootfs"), &tree, &bin_dir)?;
 
     let runner = Runner {
@@ -1530,6 +1651,7 @@ pub fn run(s: Settings) -> Result<i32> {
         bench_bin,
         work: work.clone(),
         tree,
+        big_tree,
         pasta: runtimes::find("pasta"),
         peer,
         peer_port,
@@ -1567,6 +1689,7 @@ pub fn run(s: Settings) -> Result<i32> {
     if wants("start20") {
         planner.start20();
     }
+    planner.srt_elsewhere(&metrics);
     let mut cases = planner.cases;
 
     let total = s.warmup + s.rounds;

@@ -107,6 +107,17 @@ pub struct Finished {
     pub stderr: String,
     /// From just before spawn to just after wait returned.
     pub elapsed: Duration,
+    /// User + system time of the command and the processes it waited for
+    /// (RUSAGE_CHILDREN across the wait; the harness runs one sample at a time).
+    pub cpu: Duration,
+}
+
+/// User + system time of every child reaped so far (and their reaped children).
+pub fn children_cpu() -> Duration {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).map_or(Duration::ZERO, |u| {
+        let d = |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
+        d(u.user_time()) + d(u.system_time())
+    })
 }
 
 impl Finished {
@@ -144,6 +155,7 @@ pub struct Running {
     out: PathBuf,
     err: PathBuf,
     t0: Instant,
+    cpu0: Duration,
     dog: Watchdog,
     pub what: String,
 }
@@ -161,6 +173,7 @@ impl Running {
     pub fn wait(mut self) -> Result<Finished> {
         let status = self.child.wait().with_context(|| format!("wait for {}", self.what))?;
         let elapsed = self.t0.elapsed();
+        let cpu = children_cpu().saturating_sub(self.cpu0);
         self.dog.disarm(self.child.id() as i32);
         let stdout = fs::read_to_string(&self.out).unwrap_or_default();
         let stderr = fs::read_to_string(&self.err).unwrap_or_default();
@@ -171,6 +184,7 @@ impl Running {
             stdout,
             stderr,
             elapsed,
+            cpu,
         })
     }
 
@@ -253,6 +267,7 @@ impl Runner {
                 });
             }
         }
+        let cpu0 = children_cpu();
         let t0 = Instant::now();
         let child = cmd.spawn().with_context(|| format!("start {what}"))?;
         self.dog.arm(child.id() as i32, timeout);
@@ -261,6 +276,7 @@ impl Runner {
             out,
             err,
             t0,
+            cpu0,
             dog: self.dog.clone(),
             what,
         })

@@ -204,6 +204,32 @@ fn target(
 pub fn targets(rows: &[Row], workloads: &[&str], syscalls: &[&str]) -> Vec<TargetResult> {
     let shim = |metric: &str, variant: &str| figure(rows, metric, Kind::ClaudeShim, Some(variant));
     let mut out = Vec::new();
+    let sandbox = |variant: &str| figure(rows, "cold_start", Kind::Sandbox, Some(variant));
+    let bwrap = figure(rows, "cold_start", Kind::Bwrap, None);
+    out.push(target(
+        rows,
+        "`sandbox -- true` (agent policy) <= 2x bwrap with Claude Code's flags".into(),
+        "ms",
+        sandbox(""),
+        bwrap.clone(),
+        2.0,
+    ));
+    out.push(target(
+        rows,
+        "`sandbox -- true` CPU time <= 2x bwrap's".into(),
+        "ms",
+        figure(rows, "cold_start_cpu", Kind::Sandbox, Some("")),
+        figure(rows, "cold_start_cpu", Kind::Bwrap, None),
+        2.0,
+    ));
+    out.push(target(
+        rows,
+        "`sandbox -- true` in a 150k-file tree <= 1.10x in the small tree".into(),
+        "ms",
+        sandbox(BIG_TREE),
+        sandbox(""),
+        1.10,
+    ));
     let crun = figure(rows, "cold_start", Kind::Crun, None);
     let crun_name = crun.as_ref().map(|c| c.1.clone()).unwrap_or_else(|_| "crun".into());
     out.push(target(
@@ -290,6 +316,25 @@ fn load_text(m: &Machine) -> String {
     format!("before {}, after {}", l(&m.loadavg_before), l(&m.loadavg_after))
 }
 
+/// The variant of the `sandbox` start-up row run in the large generated tree.
+pub const BIG_TREE: &str = "150k-file tree";
+
+/// The targets as one table: figure, limit, verdict.
+fn targets_table(r: &Results) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "| target | claude-shim | limit | verdict |\n|---|---:|---:|---|");
+    for t in &r.targets {
+        let v = t.value.map_or("—".into(), |v| format!("{} {}", fmt_num(v), t.unit));
+        let l = t.limit.map_or("—".into(), |v| format!("{} {}", fmt_num(v), t.unit));
+        let verdict = match (&t.verdict, &t.reason) {
+            (Verdict::NotEvaluated, Some(why)) => format!("not evaluated: {}", md_cell(why)),
+            (v, _) => format!("**{}**", v.text()),
+        };
+        let _ = writeln!(s, "| {} | {v} | {l} | {verdict} |", md_cell(&t.target));
+    }
+    s
+}
+
 pub fn markdown(r: &Results) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "### claude-shim benchmark, {}\n", r.started);
@@ -333,29 +378,43 @@ pub fn markdown(r: &Results) -> String {
     }
 
     let _ = writeln!(s, "\n#### Targets (claude-shim; checked, not tests)\n");
-    let _ = writeln!(s, "| target | claude-shim | limit | verdict |\n|---|---:|---:|---|");
-    for t in &r.targets {
-        let v = t.value.map_or("—".into(), |v| format!("{} {}", fmt_num(v), t.unit));
-        let l = t.limit.map_or("—".into(), |v| format!("{} {}", fmt_num(v), t.unit));
-        let verdict = match (&t.verdict, &t.reason) {
-            (Verdict::NotEvaluated, Some(why)) => format!("not evaluated: {}", md_cell(why)),
-            (v, _) => format!("**{}**", v.text()),
-        };
-        let _ = writeln!(s, "| {} | {v} | {l} | {verdict} |", md_cell(&t.target));
-    }
+    s.push_str(&targets_table(r));
 
     for m in &r.metrics {
         let rows: Vec<&Row> = r.rows.iter().filter(|x| x.metric == m.id).collect();
-        if rows.is_empty() {
+        // A CPU-time metric is a column of its wall-time table.
+        if rows.is_empty() || m.id.ends_with("_cpu") {
             continue;
         }
+        let cpu_id = format!("{}_cpu", m.id);
+        let cpu_def = r.metrics.iter().find(|d| d.id == cpu_id);
+        let cpu_of = |label: &str| -> String {
+            r.rows
+                .iter()
+                .find(|x| x.metric == cpu_id && x.label == label)
+                .and_then(|x| x.summary)
+                .map_or("—".into(), |c| fmt_num(c.median))
+        };
         let better = if m.better == Better::Lower { "lower" } else { "higher" };
         let _ = writeln!(s, "\n#### {} ({}; {better} is better)\n", m.title, m.unit);
         let _ = writeln!(s, "{}\n", m.definition);
+        if let Some(c) = cpu_def {
+            let _ = writeln!(s, "CPU ms, {}: {}\n", c.title, c.definition);
+        }
+        let cpu_head = if cpu_def.is_some() { " CPU ms |" } else { "" };
+        let cpu_rule = if cpu_def.is_some() { "---:|" } else { "" };
         let _ = writeln!(
             s,
-            "| runtime | median | min–max | × host | × runc | n |\n|---|---:|---:|---:|---:|---:|"
+            "| runtime | median |{cpu_head} min–max | × host | × runc | n |\n|---|---:|{cpu_rule}---:|---:|---:|---:|"
         );
+        let cpu_cell = |label: &str| {
+            if cpu_def.is_some() {
+                format!(" {} |", cpu_of(label))
+            } else {
+                String::new()
+            }
+        };
+        let cpu_blank = if cpu_def.is_some() { " |" } else { "" };
         for row in rows {
             match row.summary {
                 Some(sum) if row.status == RowStatus::Ok => {
@@ -366,9 +425,10 @@ pub fn markdown(r: &Results) -> String {
                     };
                     let _ = writeln!(
                         s,
-                        "| {}{fails} | {} | {}–{} | {} | {} | {} |",
+                        "| {}{fails} | {} |{} {}–{} | {} | {} | {} |",
                         md_cell(&row.label),
                         fmt_num(sum.median),
+                        cpu_cell(&row.label),
                         fmt_num(sum.min),
                         fmt_num(sum.max),
                         fmt_ratio(row.ratio_host),
@@ -382,7 +442,12 @@ pub fn markdown(r: &Results) -> String {
                         (RowStatus::Ok, None) => "no sample".to_owned(),
                         (st, _) => format!("{}: {}", st.text(), row.reason.as_deref().unwrap_or("")),
                     };
-                    let _ = writeln!(s, "| {} | {} | | | | 0 |", md_cell(&row.label), md_cell(&why));
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} |{cpu_blank} | | | 0 |",
+                        md_cell(&row.label),
+                        md_cell(&why)
+                    );
                 }
             }
         }
@@ -432,7 +497,8 @@ pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
 pub const README_BEGIN: &str = "<!-- bench:begin (written by claude-shim-bench --readme) -->";
 pub const README_END: &str = "<!-- bench:end -->";
 
-/// Replaces the README's benchmark section (or appends one) with this run's table and plots.
+/// Replaces the README's benchmark section (or appends one) with this run's
+/// targets, one table; the full tables, plots and method stay in `dir`.
 pub fn update_readme(readme: &Path, r: &Results, dir: &Path) -> Result<()> {
     let text = fs::read_to_string(readme).with_context(|| format!("read {}", readme.display()))?;
     // "README.md" has the parent "", which canonicalize refuses.
@@ -444,14 +510,22 @@ pub fn update_readme(readme: &Path, r: &Results, dir: &Path) -> Result<()> {
     let dir = fs::canonicalize(dir).unwrap_or(dir.to_path_buf());
     let rel = dir.strip_prefix(&base).unwrap_or(&dir).display().to_string();
     let mut section = format!("{README_BEGIN}\n");
-    section.push_str(&markdown(r));
-    section.push('\n');
-    for m in &r.metrics {
-        if r.rows.iter().any(|x| x.metric == m.id) {
-            let _ = writeln!(section, "![{}]({rel}/{}.svg)", m.title, m.id);
-        }
+    let _ = writeln!(
+        section,
+        "Targets measured by `hack/bench --publish` on {} ({}; load average {}); printed, never asserted.\n",
+        r.started,
+        r.machine.line(),
+        load_text(&r.machine)
+    );
+    if let Some(w) = r.machine.busy_warning() {
+        let _ = writeln!(section, "**Note:** {w}\n");
     }
-    let _ = writeln!(section, "\nRaw figures: [{rel}/results.json]({rel}/results.json).");
+    section.push_str(&targets_table(r));
+    let _ = writeln!(
+        section,
+        "\nEvery table (each runtime, min–max, CPU time, ratios to the host and runc), the method and the plots: \
+         [{rel}/table.md]({rel}/table.md); raw figures: [{rel}/results.json]({rel}/results.json)."
+    );
     section.push_str(README_END);
     let new = match (text.find(README_BEGIN), text.find(README_END)) {
         (Some(a), Some(b)) if b > a => format!("{}{section}{}", &text[..a], &text[b + README_END.len()..]),
@@ -518,17 +592,29 @@ mod tests {
             row("cold_start", Kind::Crun, "", &[]),
             row("cold_start", Kind::Runsc, "", &[700.0]),
             row("cold_start_net", Kind::ClaudeShim, "network allowlist", &[130.0]),
+            row("cold_start", Kind::Bwrap, "", &[9.0]),
+            row("cold_start", Kind::Sandbox, "", &[20.0]),
+            row("cold_start", Kind::Sandbox, BIG_TREE, &[21.0]),
         ];
         let t = targets(&rows, &[], &[]);
-        assert_eq!(t[0].verdict, Verdict::NotEvaluated);
+        let by = |prefix: &str| t.iter().find(|x| x.target.starts_with(prefix)).unwrap();
+        let crun = by("cold start median <= crun");
+        assert_eq!(crun.verdict, Verdict::NotEvaluated);
         assert!(
-            t[0].reason.as_deref().unwrap().contains("it broke"),
+            crun.reason.as_deref().unwrap().contains("it broke"),
             "{:?}",
-            t[0].reason
+            crun.reason
         );
-        assert_eq!(t[1].verdict, Verdict::Met, "60 <= 0.1 * 700");
-        assert_eq!(t[1].limit, Some(70.0));
-        assert_eq!(t[2].verdict, Verdict::NotMet, "130 > 2 * 60");
+        let runsc = by("cold start median <= 0.1x runsc");
+        assert_eq!(runsc.verdict, Verdict::Met, "60 <= 0.1 * 700");
+        assert_eq!(runsc.limit, Some(70.0));
+        assert_eq!(by("cold start with allowlist").verdict, Verdict::NotMet, "130 > 2 * 60");
+        let bwrap = by("`sandbox -- true` (agent policy) <= 2x bwrap");
+        assert_eq!(bwrap.verdict, Verdict::NotMet, "20 > 2 * 9");
+        assert_eq!(bwrap.limit, Some(18.0));
+        let tree = by("`sandbox -- true` in a 150k-file tree");
+        assert_eq!(tree.verdict, Verdict::Met, "21 <= 1.10 * 20");
+        assert_eq!(tree.value, Some(21.0));
     }
 
     #[test]
@@ -572,7 +658,13 @@ mod tests {
         update_readme(&readme, &r, &res).unwrap();
         let text = fs::read_to_string(&readme).unwrap();
         assert!(!text.contains("previous-section-text"));
-        assert!(text.contains("![Cold](results/20260101/cold_start.svg)"), "{text}");
+        // Only the targets go into the README; the tables stay in the results folder.
+        assert!(
+            text.contains("[results/20260101/table.md](results/20260101/table.md)"),
+            "{text}"
+        );
+        assert!(text.contains("| target | claude-shim | limit | verdict |"), "{text}");
+        assert!(!text.contains("#### Cold"), "{text}");
         assert!(text.ends_with("## after\n"));
         assert_eq!(text.matches(README_BEGIN).count(), 1);
     }

@@ -26,6 +26,9 @@ pub enum Kind {
     ClaudeShim,
     /// `claude-shim sandbox -- CMD` with the shipped policy.
     Sandbox,
+    /// Anthropic's sandbox runtime (`srt`, npm @anthropic-ai/sandbox-runtime):
+    /// bwrap plus its network proxies, as Claude Code's own sandbox runs commands.
+    Srt,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -165,10 +168,15 @@ impl Runtime {
 
     fn bin(&self) -> Command {
         let mut c = Command::new(self.path.as_deref().unwrap_or(Path::new("/nonexistent")));
-        if self.kind != Kind::Bwrap && self.kind != Kind::Host {
+        if !matches!(self.kind, Kind::Bwrap | Kind::Host | Kind::Srt) {
             c.arg("--root").arg(&self.root);
         }
         c
+    }
+
+    /// srt's settings file (written by the harness in the runtime's state directory).
+    pub fn srt_settings(&self) -> PathBuf {
+        self.root.join("srt-settings.json")
     }
 
     fn runsc_flags(&self, c: &mut Command, network: &str, oci_seccomp: bool) {
@@ -204,6 +212,11 @@ impl Runtime {
                     c.args(["--seccomp", "3"]);
                 }
                 c.arg("--chdir").arg(cwd).arg("--").args(argv);
+                c
+            }
+            (Kind::Srt, Launch::Argv { argv, cwd, .. }) => {
+                let mut c = self.bin();
+                c.arg("-s").arg(self.srt_settings()).args(argv).current_dir(cwd);
                 c
             }
             (Kind::Sandbox, Launch::Argv { argv, cwd, .. }) => {
@@ -270,7 +283,7 @@ impl Runtime {
     /// not exist). `netns`: the namespace the runtime ran in (runsc's
     /// control socket is an abstract one, visible only there).
     pub fn cleanup(&self, id: &str, netns: Option<&std::sync::Arc<std::os::fd::OwnedFd>>) {
-        if matches!(self.kind, Kind::Host | Kind::Bwrap | Kind::Sandbox) {
+        if matches!(self.kind, Kind::Host | Kind::Bwrap | Kind::Sandbox | Kind::Srt) {
             return;
         }
         let mut c = self.bin();

@@ -29,6 +29,7 @@ fn color(kind: Kind) -> &'static str {
         Kind::Runsc => "#8d6e63",
         Kind::ClaudeShim => "#f4511e",
         Kind::Sandbox => "#bf360c",
+        Kind::Srt => "#5e35b1",
     }
 }
 

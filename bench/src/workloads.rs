@@ -269,9 +269,64 @@ pub fn prepare(dir: &Path, size: &Size) -> Result<PathBuf> {
     Ok(dir.to_path_buf())
 }
 
+/// A tree of `files` empty files for the start-up row in a large working
+/// directory: 150 top-level directories of 10 subdirectories, files spread
+/// evenly, and three .env files (which the sandbox hides) at different depths.
+/// Kept between runs (a `.generated` stamp holds the count).
+pub fn big_tree(dir: &Path, files: usize) -> Result<PathBuf> {
+    let stamp = dir.join(".generated");
+    let want = format!("{files} files\n");
+    if fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) {
+        return Ok(dir.to_path_buf());
+    }
+    let _ = fs::remove_dir_all(dir);
+    let leaves = 150 * 10;
+    let per_leaf = files.div_ceil(leaves);
+    let mut made = 0;
+    'all: for top in 0..150 {
+        for sub in 0..10 {
+            let leaf = dir.join(format!("d{top:03}/s{sub}"));
+            fs::create_dir_all(&leaf).with_context(|| format!("create {}", leaf.display()))?;
+            for f in 0..per_leaf {
+                if made == files {
+                    break 'all;
+                }
+                let p = leaf.join(format!("f{f:03}.txt"));
+                fs::File::create(&p).with_context(|| format!("create {}", p.display()))?;
+                made += 1;
+            }
+        }
+    }
+    for env in [".env", "d010/.env.local", "d120/s7/.env"] {
+        let p = dir.join(env);
+        fs::write(&p, "TOKEN=not-a-secret\n").with_context(|| format!("write {}", p.display()))?;
+    }
+    fs::write(&stamp, want)?;
+    Ok(dir.to_path_buf())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_big_tree_holds_the_files_asked_for() {
+        let d = tempfile::tempdir().unwrap();
+        let root = big_tree(&d.path().join("t"), 3001).unwrap();
+        let mut n = 0;
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for e in fs::read_dir(dir).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else if e.file_name().to_string_lossy().starts_with('f') {
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, 3001);
+        assert!(root.join("d120/s7/.env").is_file());
+    }
 
     #[test]
     fn generated_text_is_deterministic() {

@@ -71,11 +71,24 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
     assert!(r["machine"]["loadavg_after"]["one"].is_number());
 
     let metrics = r["metrics"].as_array().unwrap();
-    assert_eq!(metrics.len(), 16, "every metric of the issue");
+    assert_eq!(
+        metrics.len(),
+        19,
+        "every metric of the issue, CPU time beside each start-up one"
+    );
     let rows = r["rows"].as_array().unwrap();
     let runtimes = r["runtimes"].as_array().unwrap();
     let kinds: Vec<&str> = runtimes.iter().map(|x| x["kind"].as_str().unwrap()).collect();
-    for k in ["host", "bwrap", "runc", "crun", "runsc", "claude-shim", "sandbox"] {
+    for k in [
+        "host",
+        "bwrap",
+        "srt",
+        "runc",
+        "crun",
+        "runsc",
+        "claude-shim",
+        "sandbox",
+    ] {
         assert!(
             kinds.contains(&k),
             "runtime {k} is listed (present, missing or failing): {kinds:?}"

@@ -12,7 +12,7 @@ pub mod write;
 
 pub use compile::{compile, CompileError, Compiled, HostView, Invocation, PathKind, Placeholder, SkeletonEntry};
 pub use policy::{Policy, PolicyError};
-pub use write::{write_bundle, WriteError, WriteOptions};
+pub use write::{fill_skeleton, write_bundle, WriteError, WriteOptions};
 
 /// Annotation keys the compiled spec carries (the contract in the project brief).
 pub mod annotations {

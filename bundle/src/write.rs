@@ -61,7 +61,13 @@ fn fill(out: &Path, dir: &Path, compiled: &Compiled, opts: WriteOptions) -> Resu
         .map_err(io(out, "write", &path))?;
     let rootfs = dir.join("rootfs");
     fs::create_dir(&rootfs).map_err(io(out, "create", &rootfs))?;
-    for entry in &compiled.skeleton {
+    fill_skeleton(out, &rootfs, &compiled.skeleton)
+}
+
+/// Creates the skeleton's directories, files and symlinks under `rootfs`
+/// (which exists); `out` names the bundle in errors.
+pub fn fill_skeleton(out: &Path, rootfs: &Path, skeleton: &[SkeletonEntry]) -> Result<(), WriteError> {
+    for entry in skeleton {
         match entry {
             SkeletonEntry::Dir(rel) | SkeletonEntry::File(rel) | SkeletonEntry::Symlink { path: rel, .. }
                 if !is_inside(rel) =>

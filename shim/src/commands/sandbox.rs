@@ -33,7 +33,8 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     // remove a placeholder this one is about to mount.
     let mut lease = Lease::acquire(&ours, &inv.workdir)?;
     let result = (|| {
-        let compiled = sandbox::compile_policy(&policy, &inv, Some(&ours))?;
+        let mut compiled = sandbox::compile_policy(&policy, &inv, Some(&ours))?;
+        sandbox::share_skeleton(&mut compiled, &ours)?;
         crate::timing::mark("policy compiled");
         lease.create(&compiled.placeholders)?;
         lease.share()?;

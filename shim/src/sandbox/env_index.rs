@@ -172,7 +172,8 @@ fn find_settled(
         dirs: HashMap::new(),
     };
     let read_at = SystemTime::now();
-    let mut changed = path.is_some() && old.dirs.is_empty();
+    // Whether the stored index differs from what this search would store.
+    let mut changed = false;
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = stack.pop() {
@@ -181,10 +182,10 @@ fn find_settled(
             continue;
         }
         let stamp = Stamp::of(&m);
-        let record = match old.dirs.get(&dir) {
+        let kept = old.dirs.get(&dir);
+        let record = match kept {
             Some(r) if r.stamp == stamp => r.clone(),
             _ => {
-                changed = true;
                 let Some(r) = read(&dir, stamp, matches) else { continue };
                 r
             }
@@ -201,11 +202,14 @@ fn find_settled(
             }
         }
         // A directory changed just before it was read may change again
-        // within the same timestamp tick: keep it out, so it is read next time.
+        // within the same timestamp tick: keep it out, so it is read next
+        // time. (The working directory itself is one such every run: the
+        // sandbox's placeholders come and go in it.)
         if record.stamp.settled(read_at, settle) {
+            changed |= kept.is_none_or(|k| k.stamp != record.stamp);
             new.dirs.insert(dir, record);
         } else {
-            changed = true;
+            changed |= kept.is_some();
         }
     }
     changed |= new.dirs.len() != old.dirs.len();

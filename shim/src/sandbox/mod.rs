@@ -97,6 +97,60 @@ pub fn create_placeholder(p: &Placeholder) -> Result<bool> {
     Ok(true)
 }
 
+/// Points `compiled` at a rootfs skeleton shared by every `sandbox` run with
+/// the same skeleton, in the runtime's state directory, made once: a run then
+/// writes no skeleton and removes none. Removing one is slow: each directory
+/// was a mount point in the container's mount namespace, which the kernel is
+/// still tearing down when the run ends. Sharing is safe because the
+/// container's root is read-only (checked here) and everything mounted on the
+/// skeleton is mounted in the container's own mount namespace.
+pub fn share_skeleton(compiled: &mut Compiled, state_dir: &Path) -> Result<()> {
+    use std::hash::Hasher;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let Some(root) = compiled.spec.root().as_ref() else {
+        return Ok(());
+    };
+    if compiled.skeleton.is_empty() || root.path() != Path::new("rootfs") || root.readonly() != Some(true) {
+        return Ok(());
+    }
+    let mut h = fnv::FnvHasher::default();
+    h.write(format!("{:?}", compiled.skeleton).as_bytes());
+    let dir = state_dir.join(format!("rootfs-{:016x}", h.finish()));
+    let ours = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() && m.mode() & 0o022 == 0)
+    };
+    if !ours(&dir) {
+        let tmp = state_dir.join(format!(
+            ".{}.new-{}",
+            dir.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&tmp)
+            .with_context(|| format!("create {}", tmp.display()))?;
+        let made = claude_shim_bundle::fill_skeleton(&tmp, &tmp, &compiled.skeleton)
+            .map_err(|e| anyhow!("{e}"))
+            .and_then(|()| {
+                std::fs::rename(&tmp, &dir).with_context(|| format!("rename {} to {}", tmp.display(), dir.display()))
+            });
+        if let Err(e) = made {
+            let _ = std::fs::remove_dir_all(&tmp);
+            // Another run made it meanwhile.
+            if !ours(&dir) {
+                return Err(e);
+            }
+        }
+    }
+    if let Some(r) = compiled.spec.root_mut() {
+        r.set_path(dir);
+    }
+    compiled.skeleton.clear();
+    Ok(())
+}
+
 /// `transient`: removed after one run (see WriteOptions).
 pub fn write(out: &Path, compiled: &Compiled, overwrite: bool, transient: bool) -> Result<()> {
     write_bundle(out, compiled, WriteOptions { overwrite, transient }).map_err(|e| anyhow!("{e}"))

@@ -283,13 +283,13 @@ pub fn big_tree(dir: &Path, files: usize) -> Result<PathBuf> {
     let leaves = 150 * 10;
     let per_leaf = files.div_ceil(leaves);
     let mut made = 0;
-    'all: for top in 0..150 {
+    for top in 0..150 {
         for sub in 0..10 {
             let leaf = dir.join(format!("d{top:03}/s{sub}"));
             fs::create_dir_all(&leaf).with_context(|| format!("create {}", leaf.display()))?;
             for f in 0..per_leaf {
                 if made == files {
-                    break 'all;
+                    break;
                 }
                 let p = leaf.join(format!("f{f:03}.txt"));
                 fs::File::create(&p).with_context(|| format!("create {}", p.display()))?;

@@ -11,6 +11,7 @@ mod runtime;
 mod sandbox;
 mod seal;
 mod state;
+mod timing;
 mod verify;
 
 use clap::Parser;
@@ -117,6 +118,7 @@ fn parse_cli() -> Cli {
 }
 
 fn main() {
+    timing::init();
     let cli = parse_cli();
     if cli.version {
         println!("claude-shim version {}", env!("CARGO_PKG_VERSION"));
@@ -143,6 +145,7 @@ fn main() {
             logging::report_error(sink, &error_line(&e));
             std::process::exit(1);
         }
+        timing::mark("sealed");
     }
     let code = match dispatch(&cli, cmd) {
         Ok(code) => code,
@@ -151,6 +154,7 @@ fn main() {
             1
         }
     };
+    timing::mark("exit");
     std::process::exit(code);
 }
 

@@ -90,6 +90,7 @@ pub fn run_bundle(
         stdio: o.stdio,
     };
     let container = rt.create(req, adapt)?;
+    crate::timing::mark("created");
     let pid = container.pid().context("read the init pid of the new container")?;
     let signals = if o.detach {
         None
@@ -111,6 +112,7 @@ pub fn run_bundle(
         let _ = rt.delete(o.id, true);
         return Err(e);
     }
+    crate::timing::mark("started");
     let Some(signals) = signals else { return Ok(0) };
     let fwd = foreground::Forwarding {
         map: on_signal,
@@ -118,10 +120,12 @@ pub fn run_bundle(
         pending: foreground::deferred_signal(),
     };
     let code = foreground::wait(pid, &signals, master, fwd);
+    crate::timing::mark("process exited");
     if !o.keep {
         if let Err(e) = rt.delete(o.id, true) {
             tracing::warn!("{e:#}");
         }
+        crate::timing::mark("deleted");
     }
     code
 }

@@ -33,10 +33,12 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     // remove a placeholder this one is about to mount.
     let mut lease = Lease::acquire(&ours, &inv.workdir)?;
     let result = (|| {
-        let compiled = sandbox::compile_policy(&policy, &inv)?;
+        let compiled = sandbox::compile_policy(&policy, &inv, Some(&ours))?;
+        crate::timing::mark("policy compiled");
         lease.create(&compiled.placeholders)?;
         lease.share()?;
-        sandbox::write(&bundle, &compiled, false)?;
+        sandbox::write(&bundle, &compiled, false, true)?;
+        crate::timing::mark("bundle written");
         let opts = RunOptions {
             id: &id,
             bundle: &bundle,
@@ -54,6 +56,7 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     if let Err(e) = std::fs::remove_dir_all(&bundle) {
         tracing::warn!("remove bundle {}: {e}", bundle.display());
     }
+    crate::timing::mark("bundle removed");
     let code = result?;
     // A termination signal that arrived while the sandbox was being set up
     // ends the run as it would have ended the command.
@@ -71,8 +74,8 @@ pub fn bundle(args: &crate::cli::BundleArgs) -> Result<i32> {
         args.command.clone()
     };
     let inv = sandbox::invocation(args.workdir.as_deref(), args.rootfs.as_deref(), &command, false)?;
-    let compiled = sandbox::compile_policy(&policy, &inv)?;
-    sandbox::write(&args.out, &compiled, args.force)?;
+    let compiled = sandbox::compile_policy(&policy, &inv, None)?;
+    sandbox::write(&args.out, &compiled, args.force, false)?;
     // The bundle mounts these read-only; they must exist when it runs.
     for p in sandbox::create_placeholders(&compiled.placeholders)? {
         eprintln!(

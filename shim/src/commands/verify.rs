@@ -110,14 +110,14 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
     let work = ours.join(format!("{}.verify", generated_id("v")));
     let bundle = work.join("bundle");
     let result = (|| -> Result<(Vec<Report>, Compiled)> {
-        let mut compiled = sandbox::compile_policy(&policy, &inv)?;
+        let mut compiled = sandbox::compile_policy(&policy, &inv, Some(&ours))?;
         let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &HostFacts::collect(&canary), &reach);
         let exe = seal::exe_on_disk()?;
         prepare_spec(&mut compiled.spec, &exe, &exp).map_err(|e| anyhow!("{e}"))?;
         lease.create(&compiled.placeholders)?;
         lease.share()?;
         std::fs::create_dir_all(&work).with_context(|| format!("create {}", work.display()))?;
-        sandbox::write(&bundle, &compiled, false)?;
+        sandbox::write(&bundle, &compiled, false, true)?;
         let mut reports = vec![Report::for_expectations(
             "claude-shim",
             &exp,

@@ -68,6 +68,7 @@ impl ShimExecutor {
 
 impl Executor for ShimExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        crate::timing::mark("init: ready to exec");
         if let Some(seccomp) = &self.tenant_seccomp {
             self.load_filter(seccomp, "the container's seccomp profile")?;
         }

@@ -13,6 +13,7 @@ pub mod executor;
 pub mod foreground;
 pub mod guards;
 pub mod loopback;
+pub mod seccomp_cache;
 
 use std::fs;
 use std::io::ErrorKind;
@@ -390,6 +391,7 @@ impl Runtime {
         let id = req.id;
         adapt(&mut spec, meta).with_context(|| format!("create container {id}"))?;
         let mut network = crate::network::prepare(&mut spec, &self.meta_dir(id))?;
+        crate::timing::mark("create: spec adapted");
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
         // Unprivileged on cgroup v1, libcontainer cannot apply any limit
@@ -411,6 +413,10 @@ impl Runtime {
             .map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
 
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
+        for s in seccomp.iter().chain(&meta.stacked_seccomp) {
+            seccomp_cache::prepare(s);
+        }
+        crate::timing::mark("create: seccomp programs ready");
         let nnp = spec.process().as_ref().and_then(|p| p.no_new_privileges()) == Some(true);
         let executor = ShimExecutor {
             tenant_seccomp: None,
@@ -440,6 +446,7 @@ impl Runtime {
             .with_no_pivot(req.no_pivot)
             .build()
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
+        crate::timing::mark("create: libcontainer built");
         if let Some((path, plan)) = own_limits {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
         }
@@ -722,6 +729,9 @@ impl Runtime {
         }
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
         let stacked = self.read_meta(id).unwrap_or_default().stacked_seccomp;
+        for s in seccomp.iter().chain(&stacked) {
+            seccomp_cache::prepare(s);
+        }
         let executor = ShimExecutor {
             expect_seccomp: seccomp.is_some() || !stacked.is_empty(),
             tenant_seccomp: seccomp,

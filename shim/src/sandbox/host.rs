@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 
 use claude_shim_bundle::{HostView, PathKind};
 
-pub struct StdHost;
+pub struct StdHost {
+    /// Where `find` keeps its index of the tree (the runtime's state
+    /// directory); None walks the whole tree each time.
+    pub index_dir: Option<PathBuf>,
+}
 
 fn kind_of(m: &Metadata, path: &Path) -> PathKind {
     let t = m.file_type();
@@ -44,26 +48,15 @@ impl HostView for StdHost {
         max_depth: usize,
         max_entries: usize,
     ) -> std::io::Result<Vec<PathBuf>> {
-        let mut out = Vec::new();
-        let mut stack = vec![(root.to_path_buf(), 0usize)];
-        while let Some((dir, depth)) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let Ok(t) = e.file_type() else { continue };
-                if t.is_dir() {
-                    if depth + 1 < max_depth && !matches!(name.as_str(), ".git" | "node_modules" | "target") {
-                        stack.push((e.path(), depth + 1));
-                    }
-                } else if t.is_file() && matches(&name) {
-                    out.push(e.path());
-                    if out.len() >= max_entries {
-                        return Ok(out);
-                    }
-                }
-            }
-        }
-        Ok(out)
+        // The compiler's one search is for .env files (hide_env_files).
+        super::env_index::find(
+            root,
+            "env-files",
+            matches,
+            max_depth,
+            max_entries,
+            self.index_dir.as_deref(),
+        )
     }
 
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {

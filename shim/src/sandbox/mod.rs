@@ -3,6 +3,7 @@
 //! this machine (`host`), written as a bundle, and run by the runtime like any
 //! other; everything made for the run is removed on the way out.
 
+pub mod env_index;
 pub mod host;
 pub mod lease;
 
@@ -61,8 +62,12 @@ pub fn invocation(
     })
 }
 
-pub fn compile_policy(policy: &Policy, inv: &Invocation) -> Result<Compiled> {
-    compile(policy, &host::StdHost, inv).map_err(|e| anyhow!("{e}"))
+/// `index_dir`: where the `.env` search keeps its index (see env_index).
+pub fn compile_policy(policy: &Policy, inv: &Invocation, index_dir: Option<&Path>) -> Result<Compiled> {
+    let host = host::StdHost {
+        index_dir: index_dir.map(Path::to_path_buf),
+    };
+    compile(policy, &host, inv).map_err(|e| anyhow!("{e}"))
 }
 
 /// Protected paths missing from the working directory are created empty so
@@ -92,6 +97,7 @@ pub fn create_placeholder(p: &Placeholder) -> Result<bool> {
     Ok(true)
 }
 
-pub fn write(out: &Path, compiled: &Compiled, overwrite: bool) -> Result<()> {
-    write_bundle(out, compiled, WriteOptions { overwrite }).map_err(|e| anyhow!("{e}"))
+/// `transient`: removed after one run (see WriteOptions).
+pub fn write(out: &Path, compiled: &Compiled, overwrite: bool, transient: bool) -> Result<()> {
+    write_bundle(out, compiled, WriteOptions { overwrite, transient }).map_err(|e| anyhow!("{e}"))
 }

@@ -48,6 +48,14 @@ pub enum SeccompError {
     SetCtlNnp {
         source: libseccomp::error::SeccompError,
     },
+    #[error("failed to set SCMP_FLTATR_CTL_OPTIMIZE")]
+    SetOptimize {
+        source: libseccomp::error::SeccompError,
+    },
+    #[error("failed to export the seccomp program")]
+    Export { source: std::io::Error },
+    #[error("failed to load the precompiled seccomp program")]
+    LoadPrecompiled { source: std::io::Error },
 }
 
 type Result<T> = std::result::Result<T, SeccompError>;
@@ -146,8 +154,145 @@ fn check_seccomp(seccomp: &LinuxSeccomp) -> Result<()> {
     Ok(())
 }
 
+/// Programs compiled ahead of time (claude-shim: from its cache, in the
+/// runtime before the container processes are cloned, so the init inherits
+/// them), each with the profile it was compiled from. `initialize_seccomp`
+/// loads the one whose profile equals its own instead of compiling again.
+static PRECOMPILED: std::sync::Mutex<Vec<(LinuxSeccomp, Vec<u8>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Offers a program compiled by `export_bpf` from `seccomp` to later calls of
+/// `initialize_seccomp` in this process and its forks.
+pub fn provide_precompiled(seccomp: &LinuxSeccomp, bpf: Vec<u8>) {
+    if let Ok(mut list) = PRECOMPILED.lock() {
+        list.retain(|(s, _)| s != seccomp);
+        list.push((seccomp.clone(), bpf));
+    }
+}
+
+/// The BPF program `initialize_seccomp` would load for `seccomp` (as
+/// libseccomp's `seccomp_export_bpf` writes it: native-endian sock_filter
+/// records). Notify profiles have no fixed program to export.
+pub fn export_bpf(seccomp: &LinuxSeccomp) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    use std::os::fd::FromRawFd;
+    let ctx = build_context(seccomp)?;
+    // SAFETY: memfd_create with a valid C string; the descriptor is owned below.
+    let fd = unsafe { libc::memfd_create(c"seccomp-bpf".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(SeccompError::Export {
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: fd was just created and is owned by nothing else.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    ctx.export_bpf(&file)
+        .map_err(|err| SeccompError::Export {
+            source: std::io::Error::other(err.to_string()),
+        })?;
+    let mut bpf = Vec::new();
+    file.seek(std::io::SeekFrom::Start(0))
+        .and_then(|_| file.read_to_end(&mut bpf))
+        .map_err(|source| SeccompError::Export { source })?;
+    Ok(bpf)
+}
+
+/// The kernel's seccomp filter flags for the spec's flags; None when one has
+/// no plain-load equivalent (the program is then compiled and loaded by libseccomp).
+fn kernel_flags(seccomp: &LinuxSeccomp) -> Option<libc::c_ulong> {
+    let mut flags = 0;
+    for flag in seccomp.flags().iter().flatten() {
+        flags |= match flag {
+            LinuxSeccompFilterFlag::SeccompFilterFlagLog => libc::SECCOMP_FILTER_FLAG_LOG,
+            LinuxSeccompFilterFlag::SeccompFilterFlagTsync => libc::SECCOMP_FILTER_FLAG_TSYNC,
+            LinuxSeccompFilterFlag::SeccompFilterFlagSpecAllow => {
+                libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW
+            }
+            LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv => return None,
+        };
+    }
+    Some(flags)
+}
+
+/// Loads a precompiled program for `seccomp`, if one was provided; Ok(false) if none was.
+fn load_precompiled(seccomp: &LinuxSeccomp) -> Result<bool> {
+    if is_notify(seccomp) {
+        return Ok(false);
+    }
+    let Some(flags) = kernel_flags(seccomp) else {
+        return Ok(false);
+    };
+    let list = match PRECOMPILED.lock() {
+        Ok(list) => list,
+        Err(_) => return Ok(false),
+    };
+    let Some((_, bpf)) = list.iter().find(|(s, _)| s == seccomp) else {
+        return Ok(false);
+    };
+    let insn = std::mem::size_of::<libc::sock_filter>();
+    if bpf.is_empty() || bpf.len() % insn != 0 || bpf.len() / insn > u16::MAX as usize {
+        return Ok(false);
+    }
+    // The program is copied into aligned records; the bytes are native-endian sock_filters.
+    let program: Vec<libc::sock_filter> = bpf
+        .chunks_exact(insn)
+        .map(|c| libc::sock_filter {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect();
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prog points at `program`, which outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER as libc::c_ulong,
+            flags,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if rc != 0 {
+        return Err(SeccompError::LoadPrecompiled {
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(true)
+}
+
 #[tracing::instrument(level = "trace", skip(seccomp))]
 pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
+    check_seccomp(seccomp)?;
+    if load_precompiled(seccomp)? {
+        return Ok(None);
+    }
+    let ctx = build_context(seccomp)?;
+
+    // In order to use the SECCOMP_SET_MODE_FILTER operation, either the calling
+    // thread must have the CAP_SYS_ADMIN capability in its user namespace, or
+    // the thread must already have the no_new_privs bit set.
+    // Ref: https://man7.org/linux/man-pages/man2/seccomp.2.html
+    ctx.load()
+        .map_err(|err| SeccompError::LoadContext { source: err })?;
+
+    let fd = if is_notify(seccomp) {
+        Some(
+            ctx.get_notify_fd()
+                .map_err(|err| SeccompError::GetNotifyId { source: err })?,
+        )
+    } else {
+        None
+    };
+
+    Ok(fd)
+}
+
+/// The libseccomp filter for a profile, ready to load or export.
+fn build_context(seccomp: &LinuxSeccomp) -> Result<ScmpFilterContext> {
     check_seccomp(seccomp)?;
 
     tracing::trace!(default_action = ?seccomp.default_action(), errno = ?seccomp.default_errno_ret(), "initializing seccomp");
@@ -192,6 +337,12 @@ pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
     // value here.
     ctx.set_ctl_nnp(false)
         .map_err(|err| SeccompError::SetCtlNnp { source: err })?;
+
+    // claude-shim: a binary tree of syscall numbers (libseccomp >= 2.5)
+    // instead of one linear chain, so a syscall late in a long allow list does
+    // not pay for every rule before it on each call.
+    ctx.set_ctl_optimize(2)
+        .map_err(|err| SeccompError::SetOptimize { source: err })?;
 
     if let Some(syscalls) = seccomp.syscalls() {
         for syscall in syscalls {
@@ -297,23 +448,7 @@ pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
         }
     }
 
-    // In order to use the SECCOMP_SET_MODE_FILTER operation, either the calling
-    // thread must have the CAP_SYS_ADMIN capability in its user namespace, or
-    // the thread must already have the no_new_privs bit set.
-    // Ref: https://man7.org/linux/man-pages/man2/seccomp.2.html
-    ctx.load()
-        .map_err(|err| SeccompError::LoadContext { source: err })?;
-
-    let fd = if is_notify(seccomp) {
-        Some(
-            ctx.get_notify_fd()
-                .map_err(|err| SeccompError::GetNotifyId { source: err })?,
-        )
-    } else {
-        None
-    };
-
-    Ok(fd)
+    Ok(ctx)
 }
 
 pub fn is_notify(seccomp: &LinuxSeccomp) -> bool {

@@ -70,8 +70,13 @@ struct RawTerminal {
 }
 
 impl RawTerminal {
-    fn enter(fd: BorrowedFd<'_>) -> Option<Self> {
+    /// Switches `fd` to raw mode, first passing to `master` what the terminal
+    /// already completed in canonical mode (see `forward_cooked`).
+    fn enter(fd: BorrowedFd<'_>, master: BorrowedFd<'_>) -> Option<Self> {
         let saved = termios::tcgetattr(fd).ok()?;
+        if saved.local_flags.contains(termios::LocalFlags::ICANON) {
+            forward_cooked(fd, master);
+        }
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
         termios::tcsetattr(fd, SetArg::TCSANOW, &raw).ok()?;
@@ -79,6 +84,37 @@ impl RawTerminal {
             fd: fd.as_raw_fd(),
             saved,
         })
+    }
+}
+
+/// Reads the lines a canonical-mode terminal already holds and writes them to
+/// `master`. An end-of-file the terminal holds (Ctrl-D typed ahead, or `script`
+/// closing its input) is kept in the line buffer as a NUL byte that only
+/// canonical reads skip: left there, it would reach the container as a stray
+/// NUL once the terminal is raw. It is passed on as the container terminal's
+/// own EOF character instead, which is what a Ctrl-D typed later turns into.
+fn forward_cooked(from: BorrowedFd<'_>, master: BorrowedFd<'_>) {
+    let mut buf = [0u8; 4096];
+    // Bounded: a hung-up terminal may read as end-of-file forever.
+    for _ in 0..64 {
+        // In canonical mode the terminal polls readable only for a whole line
+        // or an end-of-file, so a half-typed line stays for the raw relay.
+        let mut fds = [PollFd::new(from, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(1) if fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) => {}
+            _ => return,
+        }
+        match nix::unistd::read(from.as_raw_fd(), &mut buf) {
+            Ok(0) => {
+                let eof = termios::tcgetattr(master)
+                    .map(|t| t.control_chars[termios::SpecialCharacterIndices::VEOF as usize])
+                    .unwrap_or(4);
+                write_all(master.as_raw_fd(), &[eof]);
+                return;
+            }
+            Ok(n) => write_all(master.as_raw_fd(), &buf[..n]),
+            Err(_) => return,
+        }
     }
 }
 
@@ -170,7 +206,7 @@ pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwardi
     let _raw = match &master {
         Some(m) if nix::unistd::isatty(stdin.as_raw_fd()).unwrap_or(false) => {
             copy_winsize(stdin.as_raw_fd(), m.as_raw_fd());
-            RawTerminal::enter(stdin.as_fd())
+            RawTerminal::enter(stdin.as_fd(), m.as_fd())
         }
         _ => None,
     };

@@ -224,3 +224,21 @@ mod tests {
         );
     }
 }
+
+/// An error and every cause under it on one line (`a: b: c`), skipping a cause
+/// whose text the line already holds. claude-shim: the init and intermediate
+/// processes send only this text to the runtime, so a bare `to_string()` would
+/// drop the root cause (e.g. why the rootfs could not be prepared).
+pub fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = s.source();
+    }
+    line
+}

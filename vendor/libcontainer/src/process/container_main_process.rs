@@ -77,7 +77,7 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
                 Ok(_) => 0,
                 Err(err) => {
                     tracing::error!("failed to run intermediate process {}", err);
-                    match intermediate_main_sender.send_error(err.to_string()) {
+                    match intermediate_main_sender.send_error(crate::error::chain_text(&err)) {
                         Ok(_) => {}
                         Err(e) => {
                             tracing::error!(

@@ -663,10 +663,16 @@ fn reopen_dev_null() -> Result<()> {
     // At this point we should be inside of the container and now
     // we can re-open /dev/null if it is in use to the /dev/null
     // in the container.
-    let dev_null = fs::File::open("/dev/null").map_err(|err| {
-        tracing::error!(?err, "failed to open /dev/null inside the container");
-        InitProcessError::ReopenDevNull(err)
-    })?;
+    // Read-write, as runc does: the fd replaces whichever of stdin, stdout or
+    // stderr the caller pointed at /dev/null, so it must stay writable.
+    let dev_null = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|err| {
+            tracing::error!(?err, "failed to open /dev/null inside the container");
+            InitProcessError::ReopenDevNull(err)
+        })?;
     let dev_null_fstat_info = nix::sys::stat::fstat(dev_null.as_raw_fd()).map_err(|err| {
         tracing::error!(?err, "failed to fstat /dev/null inside the container");
         InitProcessError::NixOther(err)

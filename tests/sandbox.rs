@@ -154,8 +154,15 @@ fn assert_defences(got: &std::collections::HashMap<String, String>) {
 fn assert_clean(env: &Env, ws: &Workspace, pid: u32) {
     assert_gone(&env.root, &format!("sandbox-{pid}-"));
     let ours = env.root.join(".claude-shim");
+    // The .env index is a cache kept across runs on purpose (docs/startup.md);
+    // anything else there is a run's state that should be gone.
     let left: Vec<_> = std::fs::read_dir(&ours)
-        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name())
+                .filter(|n| !n.to_string_lossy().starts_with(".env-index-"))
+                .collect()
+        })
         .unwrap_or_default();
     assert!(left.is_empty(), "state left in {}: {left:?}", ours.display());
     for placeholder in [".mcp.json", ".gitconfig", ".vscode", ".envrc"] {

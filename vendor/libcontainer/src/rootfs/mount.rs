@@ -621,6 +621,7 @@ impl Mount {
 
         let dest: OwnedFd = root.resolve(container_dest)?.into();
         let dest_fd = dest.as_fd();
+        super::proc_sys::check_handle(&root, dest_fd, m).map_err(MountError::Custom)?;
 
         // fd-based mount flow:
         // - bind: open_tree -> mount_setattr -> move_mount

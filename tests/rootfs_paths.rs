@@ -32,21 +32,38 @@ fn bind(dest: &str, source: &Path) -> Value {
     json!({"destination": dest, "type": "bind", "source": source, "options": ["rbind", "rw"]})
 }
 
+/// A bundle whose image has `/data -> target` and a volume at /data.
+fn volume_through_link(env: &Env, name: &str, target: &str) -> (PathBuf, PathBuf) {
+    let rootfs = private_rootfs(env, name);
+    symlink(target, rootfs.join("data")).unwrap();
+    let volume = env.dir.path().join(format!("{name}-volume"));
+    std::fs::create_dir(&volume).unwrap();
+    let bundle = env.bundle(name, |v| {
+        v["root"] = json!({"path": rootfs, "readonly": false});
+        push_mount(v, bind("/data", &volume));
+        set_args(v, &["true"]);
+    });
+    (bundle, volume)
+}
+
+/// Empties a shared /dev but for `sub`, so the next run makes its nodes
+/// afresh (an existing node is an error).
+fn reset_dev(shared: &Path) {
+    for e in std::fs::read_dir(shared).unwrap().flatten() {
+        if e.file_name() != "sub" {
+            let p = e.path();
+            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+        }
+    }
+}
+
 /// The issue's reproducer: `/data -> /proc` in the image and a volume at
 /// /data would put the volume over procfs, with the masked and read-only
 /// paths landing in the volume.
 #[test]
 fn volume_redirected_onto_proc_by_an_image_symlink_is_refused() {
     let env = Env::new();
-    let rootfs = private_rootfs(&env, "proc-link");
-    symlink("/proc", rootfs.join("data")).unwrap();
-    let volume = env.dir.path().join("volume");
-    std::fs::create_dir(&volume).unwrap();
-    let bundle = env.bundle("proc-link", |v| {
-        v["root"] = json!({"path": rootfs, "readonly": false});
-        push_mount(v, bind("/data", &volume));
-        set_args(v, &["true"]);
-    });
+    let (bundle, volume) = volume_through_link(&env, "proc-link", "/proc");
     let id = unique_id("proc-link");
     let line = env.fails(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
     assert!(
@@ -103,15 +120,7 @@ fn mounts_inside_proc_follow_runc() {
 #[test]
 fn mount_redirected_into_sys_is_refused() {
     let env = Env::new();
-    let rootfs = private_rootfs(&env, "sys-link");
-    symlink("/sys/kernel", rootfs.join("data")).unwrap();
-    let volume = env.dir.path().join("volume");
-    std::fs::create_dir(&volume).unwrap();
-    let bundle = env.bundle("sys-link", |v| {
-        v["root"] = json!({"path": rootfs, "readonly": false});
-        push_mount(v, bind("/data", &volume));
-        set_args(v, &["true"]);
-    });
+    let (bundle, _) = volume_through_link(&env, "sys-link", "/sys/kernel");
     let id = unique_id("sys-link");
     let line = env.fails(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
     assert!(line.contains("redirects it to /sys/kernel"), "{line}");
@@ -130,19 +139,23 @@ fn mount_redirected_into_sys_is_refused() {
     env.assert_no_leaks(&id);
 }
 
-/// The device-node race from the issue: /dev is bind-mounted from a directory
-/// that another party shares, and flips `/dev/sub` between a directory and a
-/// symlink to a host directory while the runtime creates `/dev/sub/null2`.
-/// Whatever the timing, nothing may appear in the host directory.
-#[test]
-fn device_nodes_under_a_flipping_symlink_stay_in_the_rootfs() {
-    let env = Env::new();
-    let rootfs = private_rootfs(&env, "dev-race");
-    let shared = env.dir.path().join("shared-dev");
+/// A rootfs whose /dev is bind-mounted from `shared` (as if another
+/// container shared it), listing the device /dev/sub/null2, and a scratch
+/// `host` directory that stands for the host.
+struct DevSetup {
+    rootfs: PathBuf,
+    shared: PathBuf,
+    host: PathBuf,
+    bundle: PathBuf,
+}
+
+fn dev_setup(env: &Env, name: &str, args: &[&str]) -> DevSetup {
+    let rootfs = private_rootfs(env, name);
+    let shared = env.dir.path().join(format!("{name}-shared-dev"));
     std::fs::create_dir(&shared).unwrap();
-    let host = env.dir.path().join("host-dir");
+    let host = env.dir.path().join(format!("{name}-host-dir"));
     std::fs::create_dir(&host).unwrap();
-    let bundle = env.bundle("dev-race", |v| {
+    let bundle = env.bundle(name, |v| {
         v["root"] = json!({"path": rootfs, "readonly": false});
         let mounts = v["mounts"].as_array_mut().unwrap();
         mounts.retain(|m| m["destination"] != "/dev");
@@ -150,8 +163,26 @@ fn device_nodes_under_a_flipping_symlink_stay_in_the_rootfs() {
         v["linux"]["devices"] = json!([
             {"path": "/dev/sub/null2", "type": "c", "major": 1, "minor": 3, "fileMode": 438, "uid": 0, "gid": 0}
         ]);
-        set_args(v, &["true"]);
+        set_args(v, args);
     });
+    DevSetup {
+        rootfs,
+        shared,
+        host,
+        bundle,
+    }
+}
+
+/// The device-node race from the issue: /dev is bind-mounted from a directory
+/// that another party shares, and flips `/dev/sub` between a directory and a
+/// symlink to a host directory while the runtime creates `/dev/sub/null2`.
+/// Whatever the timing, nothing may appear in the host directory.
+#[test]
+fn device_nodes_under_a_flipping_symlink_stay_in_the_rootfs() {
+    let env = Env::new();
+    let DevSetup {
+        shared, host, bundle, ..
+    } = dev_setup(&env, "dev-race", &["true"]);
     let stop = Arc::new(AtomicBool::new(false));
     let flipper = {
         let (stop, sub, host) = (stop.clone(), shared.join("sub"), host.clone());
@@ -174,13 +205,7 @@ fn device_nodes_under_a_flipping_symlink_stay_in_the_rootfs() {
         env.assert_no_leaks(&id);
         let found: Vec<_> = std::fs::read_dir(&host).unwrap().flatten().map(|e| e.path()).collect();
         assert!(found.is_empty(), "run {i} created {found:?} outside the rootfs");
-        // The next run makes its nodes afresh (an existing one is an error).
-        for e in std::fs::read_dir(&shared).unwrap().flatten() {
-            if e.file_name() != "sub" {
-                let p = e.path();
-                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
-            }
-        }
+        reset_dev(&shared);
     }
     stop.store(true, Ordering::SeqCst);
     flipper.join().unwrap();
@@ -193,22 +218,13 @@ fn device_nodes_under_a_flipping_symlink_stay_in_the_rootfs() {
 #[test]
 fn device_node_under_an_escaping_symlink_stays_in_the_rootfs() {
     let env = Env::new();
-    let rootfs = private_rootfs(&env, "dev-link");
-    let shared = env.dir.path().join("shared-dev");
-    std::fs::create_dir(&shared).unwrap();
-    let host = env.dir.path().join("host-dir");
-    std::fs::create_dir(&host).unwrap();
+    let DevSetup {
+        rootfs,
+        shared,
+        host,
+        bundle,
+    } = dev_setup(&env, "dev-link", &["sh", "-c", "echo x > /dev/sub/null2 && echo ok"]);
     symlink(&host, shared.join("sub")).unwrap();
-    let bundle = env.bundle("dev-link", |v| {
-        v["root"] = json!({"path": rootfs, "readonly": false});
-        let mounts = v["mounts"].as_array_mut().unwrap();
-        mounts.retain(|m| m["destination"] != "/dev");
-        mounts.insert(1, bind("/dev", &shared));
-        v["linux"]["devices"] = json!([
-            {"path": "/dev/sub/null2", "type": "c", "major": 1, "minor": 3, "fileMode": 438, "uid": 0, "gid": 0}
-        ]);
-        set_args(v, &["sh", "-c", "echo x > /dev/sub/null2 && echo ok"]);
-    });
     let id = unique_id("dev-link");
     env.fails(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
     env.assert_no_leaks(&id);
@@ -220,12 +236,7 @@ fn device_node_under_an_escaping_symlink_stays_in_the_rootfs() {
 
     let in_rootfs = rootfs.join(host.strip_prefix("/").unwrap());
     std::fs::create_dir_all(&in_rootfs).unwrap();
-    for e in std::fs::read_dir(&shared).unwrap().flatten() {
-        if e.file_name() != "sub" {
-            let p = e.path();
-            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
-        }
-    }
+    reset_dev(&shared);
     let id = unique_id("dev-link");
     assert_eq!(env.ok(&["run", "--bundle", bundle.to_str().unwrap(), &id]), "ok\n");
     env.assert_no_leaks(&id);

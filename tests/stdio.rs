@@ -38,6 +38,17 @@ struct Stream {
     _master: Option<File>,
 }
 
+impl Default for Stream {
+    fn default() -> Self {
+        Self {
+            child: Stdio::null(),
+            collect: None,
+            file: None,
+            _master: None,
+        }
+    }
+}
+
 fn pty() -> (File, OwnedFd) {
     let p = nix::pty::openpty(None, None).unwrap();
     (File::from(p.master), p.slave)
@@ -62,12 +73,7 @@ fn drain(mut from: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
 }
 
 fn input(kind: Kind, data: &[u8], scratch: &Path) -> Stream {
-    let mut s = Stream {
-        child: Stdio::null(),
-        collect: None,
-        file: None,
-        _master: None,
-    };
+    let mut s = Stream::default();
     match kind {
         Kind::Null => {}
         // Written when the child is spawned (see `run`).
@@ -90,12 +96,7 @@ fn input(kind: Kind, data: &[u8], scratch: &Path) -> Stream {
 }
 
 fn output(kind: Kind, scratch: &Path) -> Stream {
-    let mut s = Stream {
-        child: Stdio::null(),
-        collect: None,
-        file: None,
-        _master: None,
-    };
+    let mut s = Stream::default();
     match kind {
         // As a shell's `>/dev/null` opens it: write-only.
         Kind::Null => s.child = fs::OpenOptions::new().write(true).open("/dev/null").unwrap().into(),
@@ -130,6 +131,21 @@ fn collected(s: &mut Stream) -> Option<Vec<u8>> {
     s.file.as_ref().map(|p| fs::read(p).unwrap())
 }
 
+/// Waits for claude-shim, killing it (and failing) after 30 s.
+fn wait(child: &mut std::process::Child, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("claude-shim {what} did not finish in 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Runs `cmd` with the three streams as given; None for a stream at /dev/null.
 fn run(mut cmd: Command, kinds: [Kind; 3], data: &[u8], scratch: &Path) -> Outcome {
     let mut sin = input(kinds[0], data, scratch);
@@ -151,17 +167,7 @@ fn run(mut cmd: Command, kinds: [Kind; 3], data: &[u8], scratch: &Path) -> Outco
     if let Some(r) = child.stderr.take() {
         serr.collect = Some(drain(r));
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("claude-shim with stdio {kinds:?} did not finish in 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = wait(&mut child, &format!("with stdio {kinds:?}"));
     Outcome {
         status,
         stdout: collected(&mut sout),
@@ -332,17 +338,7 @@ fn through_a_terminal(mut cmd: Command) {
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
     let rx = drain(master);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("claude-shim at a terminal did not finish in 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = wait(&mut child, "at a terminal");
     let out = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!(
         (status.code(), String::from_utf8_lossy(&out)),

@@ -278,7 +278,10 @@ pub fn clamp_rlimits(spec: &mut Spec, hard_limit: impl Fn(&str) -> Option<u64>) 
 /// Resolves `dest` inside `rootfs` the way a mount would, following symlinks,
 /// and refuses one whose target climbs out of the rootfs. Absolute link targets
 /// are read relative to the rootfs, as the container itself would read them.
-pub fn check_destination(rootfs: &Path, dest: &Path) -> Result<()> {
+/// Returns the resolved path, absolute in the container. This is an early,
+/// readable refusal only: libcontainer resolves the destination again, through
+/// a handle rooted at the rootfs, when it mounts.
+pub fn check_destination(rootfs: &Path, dest: &Path) -> Result<PathBuf> {
     let mut resolved = PathBuf::new(); // relative to rootfs
     let mut pending: Vec<PathBuf> = vec![dest.to_path_buf()];
     let mut links = 0;
@@ -324,7 +327,7 @@ pub fn check_destination(rootfs: &Path, dest: &Path) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(Path::new("/").join(resolved))
 }
 
 #[cfg(test)]
@@ -513,9 +516,12 @@ mod tests {
         std::os::unix::fs::symlink("/run", root.join("var/run")).unwrap();
         std::os::unix::fs::symlink("../../../../etc", root.join("evil")).unwrap();
         std::os::unix::fs::symlink("../run", root.join("var/up")).unwrap();
-        check_destination(root, Path::new("/var/run/secrets")).unwrap();
-        check_destination(root, Path::new("/var/up/x")).unwrap();
-        check_destination(root, Path::new("/new/dir")).unwrap();
+        std::os::unix::fs::symlink("/proc", root.join("data")).unwrap();
+        let resolved = |d: &str| check_destination(root, Path::new(d)).unwrap();
+        assert_eq!(resolved("/var/run/secrets"), Path::new("/run/secrets"));
+        assert_eq!(resolved("/var/up/x"), Path::new("/run/x"));
+        assert_eq!(resolved("/new/dir"), Path::new("/new/dir"));
+        assert_eq!(resolved("/data"), Path::new("/proc"));
         let err = check_destination(root, Path::new("/evil/passwd"))
             .unwrap_err()
             .to_string();

@@ -348,7 +348,8 @@ impl Runtime {
                     m.destination().display()
                 );
             }
-            guards::check_destination(&rootfs, m.destination())?;
+            let resolved = guards::check_destination(&rootfs, m.destination())?;
+            libcontainer::rootfs::proc_sys::check(&resolved, m).map_err(|e| anyhow!(e))?;
         }
         if let Some(r) = spec.root_mut() {
             r.set_path(rootfs.clone());

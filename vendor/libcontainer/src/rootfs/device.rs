@@ -1,16 +1,17 @@
-use std::os::unix::io::{AsRawFd, FromRawFd, OwnedFd};
+use std::fs::Permissions;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::io::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use libc;
 use nix::fcntl::{OFlag, open};
-use nix::mount::MsFlags;
 use nix::sys::stat::{FileStat, Mode, fstat, umask};
-use nix::unistd::{Gid, Uid, close};
-use oci_spec::runtime::LinuxDevice;
+use oci_spec::runtime::{LinuxDevice, LinuxDeviceType};
+use pathrs::flags::OpenFlags;
+use pathrs::{InodeType, Root};
 
-use super::utils::to_sflag;
-use crate::syscall::Syscall;
 use crate::syscall::syscall::create_syscall;
+use crate::syscall::{Syscall, linux};
 use crate::utils::PathBufExt;
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,8 @@ pub enum DeviceError {
     Other(Box<dyn std::error::Error + Send + Sync>),
     #[error("{0}")]
     Custom(String),
+    #[error(transparent)]
+    Pathrs(#[from] pathrs::error::Error),
 }
 
 type Result<T> = std::result::Result<T, DeviceError>;
@@ -107,36 +110,53 @@ impl Device {
         Ok(())
     }
 
+    // Every step below goes through a handle rooted at the rootfs (pathrs), so
+    // a symlink in the rootfs, or one flipped by another container sharing a
+    // bind-mounted /dev, cannot point the new node or its mount at the host.
     fn bind_dev(&self, rootfs: &Path, dev: &LinuxDevice) -> Result<()> {
-        let full_container_path = create_container_dev_path(rootfs, dev)?;
-        tracing::debug!(
-            "bind_dev with full container path {:?}",
-            full_container_path
-        );
+        let root = Root::open(rootfs)?;
+        let dest = create_container_dev_path(&root, dev)?;
+        tracing::debug!("bind_dev with container path {:?}", dest);
 
-        let fd = open(
-            &full_container_path,
-            OFlag::O_RDWR | OFlag::O_CREAT,
-            Mode::from_bits_truncate(0o644),
-        )
-        .inspect_err(|err| {
-            tracing::error!("failed to open bind dev {:?}: {}", full_container_path, err);
-        })?;
-        close(fd)?;
+        // An empty file to mount onto; an existing entry is reused only if it
+        // is not a symlink, and is never opened for I/O (it may be a device).
+        let target: OwnedFd = match root.create_file(
+            &dest,
+            OpenFlags::O_EXCL | OpenFlags::O_CREAT | OpenFlags::O_NOFOLLOW | OpenFlags::O_CLOEXEC,
+            &Permissions::from_mode(0o644),
+        ) {
+            Ok(file) => file.into(),
+            Err(create_err) => {
+                let handle: OwnedFd = root.resolve_nofollow(&dest).map_err(|_| create_err)?.into();
+                let stat = fstat(handle.as_raw_fd())?;
+                if stat.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                    return Err(DeviceError::Custom(format!(
+                        "device path {} in the rootfs is a symlink",
+                        dev.path().display()
+                    )));
+                }
+                handle
+            }
+        };
+        let source = dev
+            .path()
+            .to_str()
+            .ok_or_else(|| DeviceError::InvalidDevicePath(dev.path().to_path_buf()))?;
+        let tree = self.syscall.open_tree(
+            libc::AT_FDCWD,
+            Some(source),
+            (libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC) as u32,
+        )?;
         self.syscall
-            .mount(
-                Some(dev.path()),
-                &full_container_path,
-                Some("bind"),
-                MsFlags::MS_BIND,
+            .move_mount(
+                tree.as_fd(),
                 None,
+                target.as_fd(),
+                None,
+                linux::MOVE_MOUNT_T_EMPTY_PATH | linux::MOVE_MOUNT_F_EMPTY_PATH,
             )
             .map_err(|err| {
-                tracing::error!(
-                    ?err,
-                    path = ?full_container_path,
-                    "failed to mount bind dev",
-                );
+                tracing::error!(?err, path = ?dest, "failed to mount bind dev");
                 err
             })?;
 
@@ -151,230 +171,162 @@ impl Device {
                 | ((major & !0xfff) << 32)) as u64
         }
 
-        let full_container_path = create_container_dev_path(rootfs, dev)?;
-
-        self.syscall
-            .mknod(
-                &full_container_path,
-                to_sflag(dev.typ()),
-                Mode::from_bits_truncate(dev.file_mode().unwrap_or(0o666)),
-                makedev(dev.major(), dev.minor()),
+        let root = Root::open(rootfs)?;
+        let dest = create_container_dev_path(&root, dev)?;
+        let perm = Permissions::from_mode(dev.file_mode().unwrap_or(0o666));
+        let rdev = makedev(dev.major(), dev.minor());
+        let inode = match dev.typ() {
+            LinuxDeviceType::B => InodeType::BlockDevice(perm, rdev),
+            LinuxDeviceType::C | LinuxDeviceType::U => InodeType::CharacterDevice(perm, rdev),
+            LinuxDeviceType::P => InodeType::Fifo(perm),
+            LinuxDeviceType::A => {
+                return Err(DeviceError::Custom(format!(
+                    "device {} has type a, which names no node to create",
+                    dev.path().display()
+                )));
+            }
+        };
+        root.create(&dest, &inode).map_err(|err| {
+            tracing::error!(
+                ?err,
+                path = ?dest,
+                major = ?dev.major(),
+                minor = ?dev.minor(),
+                "failed to mknod device"
+            );
+            err
+        })?;
+        // By the handle, never following a symlink swapped in since mknod.
+        let node: OwnedFd = root.resolve_nofollow(&dest)?.into();
+        let res = unsafe {
+            libc::fchownat(
+                node.as_raw_fd(),
+                c"".as_ptr(),
+                dev.uid().unwrap_or(u32::MAX),
+                dev.gid().unwrap_or(u32::MAX),
+                libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
             )
-            .map_err(|err| {
-                tracing::error!(
-                    ?err,
-                    path = ?full_container_path,
-                    major = ?dev.major(),
-                    minor = ?dev.minor(),
-                    "failed to mknod device"
-                );
-
-                err
-            })?;
-        self.syscall
-            .chown(
-                &full_container_path,
-                dev.uid().map(Uid::from_raw),
-                dev.gid().map(Gid::from_raw),
-            )
-            .map_err(|err| {
-                tracing::error!(
-                    path = ?full_container_path,
-                    ?err,
-                    uid = ?dev.uid(),
-                    gid = ?dev.gid(),
-                    "failed to chown device"
-                );
-
-                err
-            })?;
+        };
+        nix::errno::Errno::result(res).map_err(|err| {
+            tracing::error!(
+                path = ?dest,
+                ?err,
+                uid = ?dev.uid(),
+                gid = ?dev.gid(),
+                "failed to chown device"
+            );
+            err
+        })?;
 
         Ok(())
     }
 }
 
-fn create_container_dev_path(rootfs: &Path, dev: &LinuxDevice) -> Result<PathBuf> {
-    let relative_dev_path = dev.path().as_relative().map_err(|err| {
+/// The device's path inside the container, with its parent directories
+/// created through `root`.
+fn create_container_dev_path(root: &Root, dev: &LinuxDevice) -> Result<PathBuf> {
+    let dest = Path::new("/").join(dev.path().as_relative().map_err(|err| {
         tracing::error!(
             "failed to convert {:?} to relative path: {}",
             dev.path(),
             err
         );
         DeviceError::Other(err.into())
-    })?;
-    let full_container_path = safe_path::scoped_join(rootfs, relative_dev_path).map_err(|err| {
-        tracing::error!("failed to join {rootfs:?} with {:?}: {err}", dev.path());
-        DeviceError::Other(err.into())
-    })?;
-    std::fs::create_dir_all(
-        full_container_path
-            .parent()
-            .unwrap_or_else(|| Path::new("")),
-    )
-    .map_err(|err| {
-        tracing::error!(
-            "failed to create parent dir of {:?}: {}",
-            full_container_path,
-            err
-        );
-        DeviceError::Other(err.into())
-    })?;
-
-    Ok(full_container_path)
+    })?);
+    if let Some(parent) = dest.parent() {
+        root.mkdir_all(parent, &Permissions::from_mode(0o755))
+            .map_err(|err| {
+                tracing::error!("failed to create parent dir of {:?}: {}", dest, err);
+                err
+            })?;
+    }
+    Ok(dest)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::FileTypeExt;
     use std::path::PathBuf;
 
     use anyhow::Result;
-    use nix::sys::stat::SFlag;
-    use nix::unistd::{Gid, Uid};
     use oci_spec::runtime::{LinuxDeviceBuilder, LinuxDeviceType};
 
     use super::*;
-    use crate::syscall::test::{ChownArgs, MknodArgs, TestHelperSyscall};
+    use crate::syscall::test::TestHelperSyscall;
+
+    fn fifo(path: &str) -> LinuxDevice {
+        LinuxDeviceBuilder::default()
+            .path(PathBuf::from(path))
+            .typ(LinuxDeviceType::P)
+            .file_mode(0o644u32)
+            .uid(nix::unistd::getuid().as_raw())
+            .gid(nix::unistd::getgid().as_raw())
+            .build()
+            .unwrap()
+    }
 
     #[test]
     fn test_bind_dev() -> Result<()> {
         let tmp_dir = tempfile::tempdir()?;
         let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
-        assert!(
-            device
-                .bind_dev(
-                    tmp_dir.path(),
-                    &LinuxDeviceBuilder::default()
-                        .path(PathBuf::from("/dev/null"))
-                        .build()
-                        .unwrap(),
-                )
-                .is_ok()
-        );
+        let null = LinuxDeviceBuilder::default()
+            .path(PathBuf::from("/dev/null"))
+            .build()
+            .unwrap();
+        device.bind_dev(tmp_dir.path(), &null)?;
 
         let helper = device
             .syscall
             .as_any()
             .downcast_ref::<TestHelperSyscall>()
             .unwrap();
-        let mount_args = helper.get_mount_args();
-        assert_eq!(1, mount_args.len());
-        let got = &mount_args[0];
-        assert_eq!(Some(PathBuf::from("/dev/null")), got.source);
-        assert_eq!(tmp_dir.path().join("dev").join("null"), got.target);
-        assert_eq!(MsFlags::MS_BIND, got.flags);
-        assert!(got.data.is_none());
+        let moves = helper.get_move_mount_args();
+        assert_eq!(1, moves.len());
+        assert_eq!(
+            Some(tmp_dir.path().join("dev/null")),
+            moves[0].to_dirfd_path
+        );
         Ok(())
     }
 
     #[test]
     fn test_mknod_dev() -> Result<()> {
         let tmp_dir = tempfile::tempdir()?;
-        let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
-        assert!(
-            device
-                .mknod_dev(
-                    tmp_dir.path(),
-                    &LinuxDeviceBuilder::default()
-                        .path(PathBuf::from("/null"))
-                        .major(1)
-                        .minor(3)
-                        .typ(LinuxDeviceType::C)
-                        .file_mode(0o644u32)
-                        .uid(1000u32)
-                        .gid(1000u32)
-                        .build()
-                        .unwrap(),
-                )
-                .is_ok()
-        );
-
-        let want_mknod = MknodArgs {
-            path: tmp_dir.path().join("null"),
-            kind: SFlag::S_IFCHR,
-            perm: Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IROTH,
-            dev: 259,
-        };
-        let got_mknod = &device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_mknod_args()[0];
-        assert_eq!(want_mknod, *got_mknod);
-
-        let want_chown = ChownArgs {
-            path: tmp_dir.path().join("null"),
-            owner: Some(Uid::from_raw(1000)),
-            group: Some(Gid::from_raw(1000)),
-        };
-        let got_chown = &device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_chown_args()[0];
-        assert_eq!(want_chown, *got_chown);
-
+        let device = Device::new();
+        device.mknod_dev(tmp_dir.path(), &fifo("/dev/sub/fifo"))?;
+        let meta = std::fs::symlink_metadata(tmp_dir.path().join("dev/sub/fifo"))?;
+        assert!(meta.file_type().is_fifo());
         Ok(())
     }
 
+    // A symlink in the rootfs that points outside it (absolute or climbing)
+    // is resolved inside the rootfs: nothing is created outside.
     #[test]
-    fn test_create_devices() -> Result<()> {
-        let tmp_dir = tempfile::tempdir()?;
-        let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
-
-        let devices = vec![
-            LinuxDeviceBuilder::default()
-                .path(PathBuf::from("/dev/null"))
-                .major(1)
-                .minor(3)
-                .typ(LinuxDeviceType::C)
-                .file_mode(0o644u32)
-                .uid(1000u32)
-                .gid(1000u32)
-                .build()
-                .unwrap(),
-        ];
-
+    fn test_devices_stay_in_rootfs() -> Result<()> {
+        let rootfs = tempfile::tempdir()?;
+        let outside = tempfile::tempdir()?;
+        std::fs::create_dir(rootfs.path().join("dev"))?;
+        std::os::unix::fs::symlink(outside.path(), rootfs.path().join("dev/abs"))?;
+        std::os::unix::fs::symlink("../../../../../../..", rootfs.path().join("dev/up"))?;
+        let device = Device::new();
+        device.mknod_dev(rootfs.path(), &fifo("/dev/abs/fifo"))?;
+        device.mknod_dev(rootfs.path(), &fifo("/dev/up/fifo"))?;
+        assert_eq!(0, std::fs::read_dir(outside.path())?.count());
         assert!(
-            device
-                .create_devices(tmp_dir.path(), &devices, true)
-                .is_ok()
+            std::fs::symlink_metadata(rootfs.path().join(outside.path().strip_prefix("/")?).join("fifo"))?
+                .file_type()
+                .is_fifo()
         );
+        assert!(std::fs::symlink_metadata(rootfs.path().join("fifo"))?.file_type().is_fifo());
 
-        let mount_args = device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_mount_args();
-        assert_eq!(1, mount_args.len());
-        let bind = &mount_args[0];
-        assert_eq!(Some(PathBuf::from("/dev/null")), bind.source);
-        assert_eq!(tmp_dir.path().join("dev/null"), bind.target);
-        assert_eq!(MsFlags::MS_BIND, bind.flags);
-        assert!(bind.data.is_none());
-
-        assert!(
-            device
-                .create_devices(tmp_dir.path(), &devices, false)
-                .is_ok()
-        );
-
-        let want = MknodArgs {
-            path: tmp_dir.path().join("dev/null"),
-            kind: SFlag::S_IFCHR,
-            perm: Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IROTH,
-            dev: 259,
-        };
-        let got = &device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_mknod_args()[0];
-        assert_eq!(want, *got);
-
+        let binder = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
+        std::os::unix::fs::symlink(outside.path().join("x"), rootfs.path().join("dev/tty9"))?;
+        let tty9 = LinuxDeviceBuilder::default()
+            .path(PathBuf::from("/dev/tty9"))
+            .build()
+            .unwrap();
+        assert!(binder.bind_dev(rootfs.path(), &tty9).is_err());
+        assert_eq!(0, std::fs::read_dir(outside.path())?.count());
         Ok(())
     }
 }

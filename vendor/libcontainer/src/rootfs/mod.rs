@@ -13,6 +13,8 @@ pub use mount::Mount;
 
 pub(super) mod symlink;
 
+pub mod proc_sys;
+
 pub mod utils;
 
 #[derive(Debug, thiserror::Error)]

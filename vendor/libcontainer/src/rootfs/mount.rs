@@ -308,18 +308,6 @@ impl Mount {
             .collect();
         tracing::debug!("Process cgroups: {:?}", process_cgroups);
 
-        let cgroup_root = options
-            .root
-            .join_safely(cgroup_mount.destination())
-            .map_err(|err| {
-                tracing::error!(
-                    "could not join rootfs path with cgroup mount destination: {}",
-                    err
-                );
-                MountError::Other(err.into())
-            })?;
-        tracing::debug!("cgroup root: {:?}", cgroup_root);
-
         let symlink = Symlink::new();
 
         // setup cgroup mounts for container
@@ -343,7 +331,11 @@ impl Mount {
                     )?;
                 }
 
-                symlink.setup_comount_symlinks(&cgroup_root, subsystem_name)?;
+                symlink.setup_comount_symlinks(
+                    options.root,
+                    cgroup_mount.destination(),
+                    subsystem_name,
+                )?;
             } else {
                 tracing::warn!("could not get subsystem name from {:?}", host_mount);
             }
@@ -629,6 +621,7 @@ impl Mount {
 
         let dest: OwnedFd = root.resolve(container_dest)?.into();
         let dest_fd = dest.as_fd();
+        super::proc_sys::check_handle(&root, dest_fd, m).map_err(MountError::Custom)?;
 
         // fd-based mount flow:
         // - bind: open_tree -> mount_setattr -> move_mount

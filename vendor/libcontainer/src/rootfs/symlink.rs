@@ -1,5 +1,6 @@
-use std::fs::remove_file;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use pathrs::{InodeType, Root};
 
 use crate::syscall::Syscall;
 use crate::syscall::syscall::create_syscall;
@@ -12,11 +13,17 @@ pub enum SymlinkError {
     },
     #[error("failed symlink: {msg}")]
     Other { msg: String },
+    #[error(transparent)]
+    Pathrs(#[from] pathrs::error::Error),
 }
 
 type Result<T> = std::result::Result<T, SymlinkError>;
 
+// Every link below is made through a handle rooted at the rootfs (pathrs): a
+// symlink already in the rootfs (say /dev, when it is bind-mounted from a
+// directory another container shares) cannot redirect it onto the host.
 pub struct Symlink {
+    #[allow(dead_code)]
     syscall: Box<dyn Syscall>,
 }
 
@@ -24,6 +31,14 @@ impl Default for Symlink {
     fn default() -> Self {
         Self::new()
     }
+}
+
+fn link(root: &Root, target: &str, at: &Path) -> Result<()> {
+    root.create(at, &InodeType::Symlink(PathBuf::from(target)))
+        .map_err(|err| {
+            tracing::error!(?err, ?at, "failed to symlink {target}");
+            err.into()
+        })
 }
 
 impl Symlink {
@@ -36,72 +51,59 @@ impl Symlink {
     }
 
     // Create symlinks for subsystems that have been comounted e.g. cpu -> cpu,cpuacct, cpuacct -> cpu,cpuacct
+    // `cgroup_dest` is the cgroup mount's destination inside `rootfs`.
     #[cfg(feature = "v1")]
-    pub fn setup_comount_symlinks(&self, cgroup_root: &Path, subsystem_name: &str) -> Result<()> {
+    pub fn setup_comount_symlinks(
+        &self,
+        rootfs: &Path,
+        cgroup_dest: &Path,
+        subsystem_name: &str,
+    ) -> Result<()> {
         if !subsystem_name.contains(',') {
             return Ok(());
         }
 
+        let root = Root::open(rootfs)?;
         for comount in subsystem_name.split_terminator(',') {
-            let link = cgroup_root.join(comount);
-            self.syscall
-                .symlink(Path::new(subsystem_name), &link)
-                .map_err(|err| {
-                    tracing::error!("failed to symlink {link:?} to {subsystem_name:?}");
-                    SymlinkError::Syscall { source: err }
-                })?;
+            link(&root, subsystem_name, &cgroup_dest.join(comount))?;
         }
 
         Ok(())
     }
 
     pub fn setup_ptmx(&self, rootfs: &Path) -> Result<()> {
-        let ptmx = rootfs.join("dev/ptmx");
-        if let Err(e) = remove_file(&ptmx) {
-            if e.kind() != ::std::io::ErrorKind::NotFound {
+        let root = Root::open(rootfs)?;
+        let ptmx = Path::new("/dev/ptmx");
+        if let Err(e) = root.remove_file(ptmx) {
+            if e.kind() != pathrs::error::ErrorKind::OsError(Some(libc::ENOENT)) {
+                tracing::error!(err = ?e, "could not delete /dev/ptmx");
                 return Err(SymlinkError::Other {
                     msg: "could not delete /dev/ptmx".into(),
                 });
             }
         }
-
-        self.syscall
-            .symlink(Path::new("pts/ptmx"), &ptmx)
-            .map_err(|err| {
-                tracing::error!("failed to symlink ptmx");
-                SymlinkError::Syscall { source: err }
-            })?;
-        Ok(())
+        link(&root, "pts/ptmx", ptmx)
     }
 
     // separating kcore symlink out from setup_default_symlinks for a better way to do the unit test,
     // since not every architecture has /proc/kcore file.
     pub fn setup_kcore_symlink(&self, rootfs: &Path) -> Result<()> {
         if Path::new("/proc/kcore").exists() {
-            self.syscall
-                .symlink(Path::new("/proc/kcore"), &rootfs.join("dev/kcore"))
-                .map_err(|err| {
-                    tracing::error!("failed to symlink kcore");
-                    SymlinkError::Syscall { source: err }
-                })?;
+            link(&Root::open(rootfs)?, "/proc/kcore", Path::new("/dev/kcore"))?;
         }
         Ok(())
     }
 
     pub fn setup_default_symlinks(&self, rootfs: &Path) -> Result<()> {
         let defaults = [
-            ("/proc/self/fd", "dev/fd"),
-            ("/proc/self/fd/0", "dev/stdin"),
-            ("/proc/self/fd/1", "dev/stdout"),
-            ("/proc/self/fd/2", "dev/stderr"),
+            ("/proc/self/fd", "/dev/fd"),
+            ("/proc/self/fd/0", "/dev/stdin"),
+            ("/proc/self/fd/1", "/dev/stdout"),
+            ("/proc/self/fd/2", "/dev/stderr"),
         ];
+        let root = Root::open(rootfs)?;
         for (src, dst) in defaults {
-            self.syscall
-                .symlink(Path::new(src), &rootfs.join(dst))
-                .map_err(|err| {
-                    tracing::error!("failed to symlink defaults");
-                    SymlinkError::Syscall { source: err }
-                })?;
+            link(&root, src, Path::new(dst))?;
         }
 
         Ok(())
@@ -110,90 +112,67 @@ impl Symlink {
 
 #[cfg(test)]
 mod tests {
-    #[cfg(feature = "v1")]
     use std::fs;
     use std::path::PathBuf;
 
     #[cfg(feature = "v1")]
     use anyhow::{Context, Result};
-    use nix::fcntl::{OFlag, open};
-    use nix::sys::stat::Mode;
 
     use super::*;
     #[cfg(feature = "v1")]
     use crate::syscall::linux::LinuxSyscall;
-    use crate::syscall::test::TestHelperSyscall;
 
     #[test]
     fn test_setup_ptmx() {
         {
             let tmp_dir = tempfile::tempdir().unwrap();
+            fs::create_dir(tmp_dir.path().join("dev")).unwrap();
             let symlink = Symlink::new();
             assert!(symlink.setup_ptmx(tmp_dir.path()).is_ok());
-            let want = (PathBuf::from("pts/ptmx"), tmp_dir.path().join("dev/ptmx"));
-            let got = &symlink
-                .syscall
-                .as_any()
-                .downcast_ref::<TestHelperSyscall>()
-                .unwrap()
-                .get_symlink_args()[0];
-            assert_eq!(want, *got)
+            assert_eq!(
+                PathBuf::from("pts/ptmx"),
+                fs::read_link(tmp_dir.path().join("dev/ptmx")).unwrap()
+            );
         }
         // make remove_file goes into the bail! path
         {
             let tmp_dir = tempfile::tempdir().unwrap();
-            open(
-                &tmp_dir.path().join("dev"),
-                OFlag::O_RDWR | OFlag::O_CREAT,
-                Mode::from_bits_truncate(0o644),
-            )
-            .unwrap();
-
+            fs::write(tmp_dir.path().join("dev"), b"").unwrap();
             let symlink = Symlink::new();
             assert!(symlink.setup_ptmx(tmp_dir.path()).is_err());
-            assert_eq!(
-                0,
-                symlink
-                    .syscall
-                    .as_any()
-                    .downcast_ref::<TestHelperSyscall>()
-                    .unwrap()
-                    .get_symlink_args()
-                    .len()
-            );
         }
     }
 
     #[test]
     fn test_setup_default_symlinks() {
         let tmp_dir = tempfile::tempdir().unwrap();
+        fs::create_dir(tmp_dir.path().join("dev")).unwrap();
         let symlink = Symlink::new();
         assert!(symlink.setup_default_symlinks(tmp_dir.path()).is_ok());
-        let want = vec![
-            (
-                PathBuf::from("/proc/self/fd"),
-                tmp_dir.path().join("dev/fd"),
-            ),
-            (
-                PathBuf::from("/proc/self/fd/0"),
-                tmp_dir.path().join("dev/stdin"),
-            ),
-            (
-                PathBuf::from("/proc/self/fd/1"),
-                tmp_dir.path().join("dev/stdout"),
-            ),
-            (
-                PathBuf::from("/proc/self/fd/2"),
-                tmp_dir.path().join("dev/stderr"),
-            ),
-        ];
-        let got = symlink
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_symlink_args();
-        assert_eq!(want, got)
+        for (target, at) in [
+            ("/proc/self/fd", "dev/fd"),
+            ("/proc/self/fd/0", "dev/stdin"),
+            ("/proc/self/fd/1", "dev/stdout"),
+            ("/proc/self/fd/2", "dev/stderr"),
+        ] {
+            assert_eq!(
+                PathBuf::from(target),
+                fs::read_link(tmp_dir.path().join(at)).unwrap()
+            );
+        }
+    }
+
+    // /dev in the rootfs pointing at a host directory: the links land inside
+    // the rootfs, the host directory stays empty.
+    #[test]
+    fn test_symlinks_stay_in_rootfs() {
+        let rootfs = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), rootfs.path().join("dev")).unwrap();
+        let symlink = Symlink::new();
+        let _ = symlink.setup_ptmx(rootfs.path());
+        let _ = symlink.setup_default_symlinks(rootfs.path());
+        assert_eq!(0, fs::read_dir(outside.path()).unwrap().count());
     }
 
     #[test]
@@ -209,7 +188,7 @@ mod tests {
 
         // act
         symlink
-            .setup_comount_symlinks(tmp.path(), "cpu,cpuacct")
+            .setup_comount_symlinks(tmp.path(), Path::new("/"), "cpu,cpuacct")
             .context("failed to setup symlinks")?;
 
         // assert
@@ -248,7 +227,7 @@ mod tests {
 
         // act
         let result = symlink
-            .setup_comount_symlinks(tmp.path(), "memory,task")
+            .setup_comount_symlinks(tmp.path(), Path::new("/"), "memory,task")
             .context("failed to setup symlinks");
 
         // assert

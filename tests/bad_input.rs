@@ -257,3 +257,210 @@ fn systemd_cgroup_is_refused_without_systemd() {
     let line = env.fails(&["--systemd-cgroup", "state", "x"]);
     assert!(line.contains("systemd"), "{line}");
 }
+
+/// `claude-shim ARGS` under a watchdog: a hang is a failure, not a stuck CI.
+fn fails_within(env: &Env, args: &[&str], secs: u32) -> String {
+    let mut c = std::process::Command::new("timeout");
+    c.args(["-s", "KILL", &secs.to_string()])
+        .arg(shim_path())
+        .arg("--root")
+        .arg(&env.root)
+        .args(args);
+    let out = output_of(c, env.dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_ne!(
+        out.status.code(),
+        None,
+        "claude-shim {args:?} hung (killed after {secs} s)"
+    );
+    assert_eq!(out.status.code(), Some(1), "claude-shim {args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.contains("warning:")).collect();
+    assert_eq!(lines.len(), 1, "one error line: {stderr:?}");
+    lines[0].to_owned()
+}
+
+/// A workspace of its own (sandbox and bundle need a working directory).
+fn workdir(env: &Env) -> std::path::PathBuf {
+    let w = env.dir.path().join("work");
+    std::fs::create_dir_all(&w).unwrap();
+    w
+}
+
+fn sandbox_fails(env: &Env, policy_text: &str, script: &str) -> String {
+    let policy = env.dir.path().join("policy.toml");
+    std::fs::write(&policy, policy_text).unwrap();
+    let w = workdir(env);
+    fails_within(
+        env,
+        &[
+            "sandbox",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--workdir",
+            w.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        60,
+    )
+}
+
+/// issue 11: a NUL byte in an env value panicked the container's init.
+#[test]
+fn nul_byte_in_an_env_value() {
+    let env = Env::new();
+    let bundle = env.bundle("nulenv", |v| {
+        set_args(v, &["true"]);
+        v["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!("EVIL=a\u{0}b"));
+    });
+    let id = unique_id("nulenv");
+    let line = env.fails(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
+    assert!(line.contains("process.env[") && line.contains("NUL byte"), "{line}");
+    env.assert_no_leaks(&id);
+
+    // The same in an exec's process file.
+    let bundle = env.bundle("nulexec", |v| set_args(v, &["sleep", "1000"]));
+    let id = unique_id("nulexec");
+    env.ok(&["run", "-d", "--bundle", bundle.to_str().unwrap(), &id]);
+    let process = env.dir.path().join("process.json");
+    std::fs::write(
+        &process,
+        serde_json::to_vec(&serde_json::json!({
+            "cwd": "/", "args": ["true"], "env": ["PATH=/bin", "EVIL=a\u{0}b"], "user": {"uid": 0, "gid": 0}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let line = env.fails(&["exec", "--process", process.to_str().unwrap(), &id]);
+    assert!(line.contains("process.env[1] holds a NUL byte"), "{line}");
+    assert_eq!(env.status(&id), "running");
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}
+
+/// issue 11: `[environment] set` with a NUL byte.
+#[test]
+fn nul_byte_in_a_policy_env_value() {
+    let env = Env::new();
+    let line = sandbox_fails(
+        &env,
+        "version = 1\n[environment]\nset = { EVIL = \"a\\u0000b\" }\n",
+        "true",
+    );
+    assert!(
+        line.contains("environment.set.EVIL") && line.contains("NUL byte"),
+        "{line}"
+    );
+}
+
+/// issue 11: `seccomp.profile = "/dev/zero"` hung while memory grew; a policy
+/// or a config.json that is a device or a FIFO is refused at once.
+#[test]
+fn input_files_must_be_regular_files() {
+    let env = Env::new();
+    let line = sandbox_fails(&env, "version = 1\n[seccomp]\nprofile = \"/dev/zero\"\n", "true");
+    assert!(
+        line.contains("seccomp.profile") && line.contains("/dev/zero") && line.contains("not a regular file"),
+        "{line}"
+    );
+    let w = workdir(&env);
+    let line = fails_within(
+        &env,
+        &[
+            "sandbox",
+            "--policy",
+            "/dev/zero",
+            "--workdir",
+            w.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+        60,
+    );
+    assert!(
+        line.contains("/dev/zero") && line.contains("not a regular file"),
+        "{line}"
+    );
+
+    let bundle = env.dir.path().join("fifo-bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    nix::unistd::mkfifo(
+        &bundle.join("config.json"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let id = unique_id("fifo");
+    let line = fails_within(&env, &["create", "--bundle", bundle.to_str().unwrap(), &id], 60);
+    assert!(
+        line.contains("config.json") && line.contains("not a regular file"),
+        "{line}"
+    );
+    env.assert_no_leaks(&id);
+}
+
+/// issue 11: a `writable` entry that is a symlink to `/` got past the "/ is
+/// refused" check, and the sandbox wrote /x on the host.
+#[test]
+fn writable_symlink_to_the_root_is_refused() {
+    let env = Env::new();
+    let link = env.dir.path().join("rootlink");
+    std::os::unix::fs::symlink("/", &link).unwrap();
+    let marker = format!("/claude-shim-input-{}", std::process::id());
+    let line = sandbox_fails(
+        &env,
+        &format!("version = 1\n[filesystem]\nwritable = [{:?}]\n", link.to_str().unwrap()),
+        &format!("touch {marker}"),
+    );
+    assert!(
+        line.contains("filesystem.writable[0]") && line.contains("resolves to /") && line.contains("cannot be bound"),
+        "{line}"
+    );
+    assert!(
+        !std::path::Path::new(&marker).exists(),
+        "{marker} was written on the host"
+    );
+}
+
+/// issue 11: a poststop hook that cannot run made `delete` fail; the OCI
+/// spec says warn and continue.
+#[test]
+fn failing_poststop_hook_warns_and_deletes() {
+    let env = Env::new();
+    let bundle = env.bundle("poststop", |v| {
+        set_args(v, &["true"]);
+        v["hooks"] = serde_json::json!({"poststop": [{"path": "/no/such/poststop-hook"}, {"path": "/bin/false"}]});
+    });
+    let id = unique_id("poststop");
+    env.ok(&["run", "-d", "--bundle", bundle.to_str().unwrap(), &id]);
+    env.wait_status(&id, "stopped");
+    let out = env.run(&["delete", &id]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the delete goes on: {stderr}");
+    env.assert_no_leaks(&id);
+}
+
+/// issue 11: duplicate namespaces were accepted.
+#[test]
+fn duplicate_namespaces_are_refused() {
+    let env = Env::new();
+    let bundle = env.bundle("dupns", |v| {
+        set_args(v, &["true"]);
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"type": "pid"}));
+    });
+    let id = unique_id("dupns");
+    let line = env.fails(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
+    assert!(
+        line.contains("linux.namespaces[") && line.contains("pid namespace is listed twice"),
+        "{line}"
+    );
+    env.assert_no_leaks(&id);
+}

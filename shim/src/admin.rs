@@ -123,7 +123,8 @@ pub fn load() -> Result<Option<Admin>> {
         Ok(_) => {}
     }
     check_trusted(&path).with_context(|| format!("use admin policy {}", path.display()))?;
-    let text = fs::read_to_string(&path).with_context(|| format!("read admin policy {}", path.display()))?;
+    let text = crate::bounded::read_to_string(&path, crate::bounded::POLICY_LIMIT)
+        .with_context(|| format!("read admin policy {}", path.display()))?;
     let policy = Policy::from_toml_str(&text, &path.display().to_string())?;
     Ok(Some(Admin { path, policy }))
 }
@@ -278,7 +279,7 @@ impl Host for RealHost {
     }
 
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        fs::read(path)
+        crate::bounded::read(path, crate::bounded::PROFILE_LIMIT)
     }
 }
 

@@ -3,6 +3,7 @@
 //! `run`/`exec`, 1 for an error).
 
 mod admin;
+mod bounded;
 mod cli;
 mod commands;
 mod logging;

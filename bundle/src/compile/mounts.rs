@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{Mount, MountBuilder, Root, RootBuilder};
 
-use super::{depth, CompileError, Ctx, PathKind, Placeholder, SkeletonEntry};
+use super::{depth, CompileError, Ctx, HostView, PathKind, Placeholder, SkeletonEntry};
 use crate::policy::values::{Access, RootSource};
 
 /// Top-level names of the host that get their own filesystem inside (or
@@ -113,6 +113,52 @@ fn resolved_kind(ctx: &Ctx<'_>, path: &Path) -> Option<PathKind> {
         }
     }
     None
+}
+
+/// The most symlinks one path may pass through (Linux's MAXSYMLINKS).
+const MAX_LINKS: usize = 40;
+
+/// `path` with every symlink on the way resolved through the host view, as
+/// realpath(3) would; what lies past a missing component is kept as written.
+/// Every path rule of the policy (`/` and the kernel trees refused, hidden
+/// paths, the working directory) is checked on this, never on the path as
+/// written: a `writable` entry that is a symlink to `/` would otherwise bind
+/// the host's root writable (issue 11).
+pub(crate) fn resolve(host: &dyn HostView, path: &Path) -> Result<PathBuf, String> {
+    let mut resolved = PathBuf::from("/");
+    let mut pending: Vec<std::ffi::OsString> = path.components().rev().map(|c| c.as_os_str().to_owned()).collect();
+    let mut links = 0;
+    while let Some(c) = pending.pop() {
+        match c.to_str() {
+            Some("/") => resolved = PathBuf::from("/"),
+            Some(".") => {}
+            Some("..") => {
+                resolved.pop();
+            }
+            _ => {
+                let candidate = resolved.join(&c);
+                match host.kind(&candidate) {
+                    Some(PathKind::Symlink(target)) => {
+                        links += 1;
+                        if links > MAX_LINKS {
+                            return Err(format!("resolve {}: too many levels of symbolic links", path.display()));
+                        }
+                        if target.is_absolute() {
+                            resolved = PathBuf::from("/");
+                        }
+                        pending.extend(target.components().rev().map(|c| c.as_os_str().to_owned()));
+                    }
+                    _ => resolved = candidate,
+                }
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+/// `/` or a kernel tree: what no policy path may resolve to.
+fn is_forbidden(path: &Path) -> bool {
+    path == Path::new("/") || PSEUDO.iter().any(|p| path.starts_with(p))
 }
 
 struct Builder<'c, 'a> {
@@ -230,15 +276,39 @@ impl Builder<'_, '_> {
         self.push(b, tmpfs(Path::new("/run"), &["nosuid", "nodev", "mode=755"]));
     }
 
+    /// `path` resolved, or a field error naming `field`.
+    fn resolve(&self, field: &str, path: &Path) -> Result<PathBuf, CompileError> {
+        resolve(self.ctx.host, path).map_err(|e| self.ctx.field_error(field, e))
+    }
+
+    /// Resolved, and neither `/` nor in a kernel tree.
+    fn resolve_allowed(&self, field: &str, path: &Path, what: &str) -> Result<PathBuf, CompileError> {
+        let resolved = self.resolve(field, path)?;
+        if is_forbidden(&resolved) {
+            let through = if resolved == path {
+                String::new()
+            } else {
+                format!(" (through a symlink: it resolves to {})", resolved.display())
+            };
+            return Err(self
+                .ctx
+                .field_error(field, format!("{}{through} cannot be {what}", path.display())));
+        }
+        Ok(resolved)
+    }
+
     fn extra_binds(&mut self) -> Result<(), CompileError> {
         let fs = &self.ctx.policy.filesystem;
         let home = &self.ctx.inv.home;
         let workdir = &self.ctx.inv.workdir;
-        let hidden: Vec<PathBuf> = fs.hidden_paths().iter().map(|h| h.expand(home)).collect();
+        let mut hidden = Vec::new();
+        for h in fs.hidden_paths() {
+            hidden.push(self.resolve("filesystem.hidden", &h.expand(home))?);
+        }
         for (field, list, options) in [("writable", &fs.writable, RW_BIND), ("readonly", &fs.readonly, RO_BIND)] {
             for (i, b) in list.iter().enumerate() {
                 let field = format!("filesystem.{field}[{i}]");
-                let path = b.path.expand(home);
+                let path = self.resolve_allowed(&field, &b.path.expand(home), "bound")?;
                 if let Some(h) = hidden.iter().find(|h| path.starts_with(h)) {
                     return Err(self.ctx.field_error(
                         field,
@@ -319,8 +389,9 @@ impl Builder<'_, '_> {
         Ok(())
     }
 
-    fn masked(&mut self) {
+    fn masked(&mut self) -> Result<(), CompileError> {
         for m in self.ctx.policy.filesystem.masked_paths() {
+            let m = self.resolve_allowed("filesystem.masked", &m, "masked")?;
             if !self.is_visible(&m) {
                 continue;
             }
@@ -332,14 +403,23 @@ impl Builder<'_, '_> {
                 _ => {}
             }
         }
+        Ok(())
     }
 
-    fn protected(&mut self) {
+    fn protected(&mut self) -> Result<(), CompileError> {
         let wd = self.ctx.inv.workdir.clone();
         for p in self.ctx.policy.filesystem.protected_paths() {
-            let path = wd.join(&p.path);
+            let path = self.resolve("filesystem.protected", &wd.join(&p.path))?;
+            if is_forbidden(&path) {
+                // A symlink into /proc, /sys, /dev or to /: nothing of the
+                // host's that the sandbox could plant there.
+                continue;
+            }
             match self.ctx.host.kind(&path) {
                 Some(_) => self.push(Layer::Protected, bind(&path, RO_BIND)),
+                // A placeholder is only ever created inside the working
+                // directory, never where a symlink in it points.
+                None if !path.starts_with(&wd) => {}
                 None => {
                     let parent_is_dir = path
                         .parent()
@@ -354,12 +434,13 @@ impl Builder<'_, '_> {
                 }
             }
         }
+        Ok(())
     }
 
     fn hidden(&mut self) -> Result<(), CompileError> {
         let home = self.ctx.inv.home.clone();
         for h in self.ctx.policy.filesystem.hidden_paths() {
-            let path = h.expand(&home);
+            let path = self.resolve_allowed("filesystem.hidden", &h.expand(&home), "hidden")?;
             if !self.is_visible(&path) {
                 continue;
             }
@@ -384,7 +465,10 @@ impl Builder<'_, '_> {
             let mut found = found;
             found.sort();
             for f in found {
-                self.hide(&f);
+                let f = self.resolve("filesystem.hide_env_files", &f)?;
+                if !is_forbidden(&f) {
+                    self.hide(&f);
+                }
             }
         }
         Ok(())
@@ -446,8 +530,8 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     b.kernel_and_tmp(rootfs.as_deref());
     b.extra_binds()?;
     b.workdir()?;
-    b.masked();
-    b.protected();
+    b.masked()?;
+    b.protected()?;
     b.hidden()?;
 
     let mut mounts = b.mounts;

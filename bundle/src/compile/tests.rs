@@ -392,11 +392,74 @@ fn secrets_are_hidden_and_env_files_read_empty() {
     // A symlinked secret is hidden by what it points to.
     let host = FakeHost::typical().link("/home/u/.aws", "/data/aws").dir("/data/aws");
     assert_eq!(
-        only_mount(&run(&Policy::embedded_default(), &host, &inv()), "/home/u/.aws")
+        only_mount(&run(&Policy::embedded_default(), &host, &inv()), "/data/aws")
             .typ()
             .as_deref(),
         Some("tmpfs")
     );
+}
+
+#[test]
+fn path_rules_hold_through_symlinks() {
+    // issue 11: a writable entry that is a symlink to / bound the host's root writable.
+    let host = FakeHost::typical()
+        .link("/home/u/rootlink", "/")
+        .link("/home/u/proclink", "../../proc/sys")
+        .link("/home/u/loop", "/home/u/loop")
+        .link("/home/u/sshlink", ".ssh")
+        .link("/home/u/cachelink", "/home/u/.cache");
+    let cases = [
+        (
+            "writable = [\"~/rootlink\"]",
+            "filesystem.writable[0]: /home/u/rootlink (through a symlink: it resolves to /) cannot be bound",
+        ),
+        (
+            "readonly = [\"/home/u/proclink\"]",
+            "filesystem.readonly[0]: /home/u/proclink (through a symlink: it resolves to /proc/sys) cannot be bound",
+        ),
+        (
+            "writable = [\"~/loop/x\"]",
+            "filesystem.writable[0]: resolve /home/u/loop/x: too many levels of symbolic links",
+        ),
+        (
+            "writable = [\"~/sshlink\"]",
+            "filesystem.writable[0]: /home/u/.ssh lies under the hidden path /home/u/.ssh",
+        ),
+        (
+            "masked = [\"/home/u/rootlink\"]",
+            "filesystem.masked: /home/u/rootlink (through a symlink: it resolves to /) cannot be masked",
+        ),
+        (
+            "hidden = [\"~/proclink\"]",
+            "filesystem.hidden: /home/u/proclink (through a symlink: it resolves to /proc/sys) cannot be hidden",
+        ),
+    ];
+    for (body, want) in cases {
+        let e = error(&policy(&format!("[filesystem]\n{body}")), &host, &inv());
+        assert_eq!(e, format!("policy test.toml: {want}"), "{body}");
+    }
+    // A link to an ordinary directory binds what it points to.
+    let c = run(&policy("[filesystem]\nwritable = [\"~/cachelink\"]"), &host, &inv());
+    assert_eq!(opts(only_mount(&c, "/home/u/.cache")), ["rbind", "nosuid", "nodev"]);
+}
+
+#[test]
+fn placeholders_stay_inside_the_working_directory() {
+    // .git is a symlink out of the working directory: .git/hooks is protected
+    // where it points, and no placeholder is made there.
+    let host = FakeHost::typical()
+        .link("/home/u/proj2/.git", "/home/u/elsewhere")
+        .dir("/home/u/elsewhere")
+        .dir("/home/u/proj2");
+    let mut i = inv();
+    i.workdir = "/home/u/proj2".into();
+    let c = run(&Policy::embedded_default(), &host, &i);
+    assert!(
+        c.placeholders.iter().all(|p| p.path.starts_with("/home/u/proj2/")),
+        "{:?}",
+        c.placeholders
+    );
+    assert!(!c.placeholders.iter().any(|p| p.path.starts_with("/home/u/elsewhere")));
 }
 
 #[test]

@@ -469,8 +469,13 @@ impl Policy {
                 );
             }
         }
-        for name in env.set.keys() {
+        for (name, value) in &env.set {
             let path = format!("environment.set.{}", name.0);
+            if value.contains('\0') {
+                // It becomes an envp entry, a C string: the container's init
+                // would fail on it (issue 11: it panicked).
+                return err(path, "the value holds a NUL byte");
+            }
             if name.0 == "IS_SANDBOX" {
                 return err(path, "IS_SANDBOX is always 1 inside the sandbox");
             }

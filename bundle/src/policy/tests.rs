@@ -230,6 +230,14 @@ fn cross_field_errors_are_named() {
         "environment.set.HTTPS_PROXY: the proxy variables are set",
     );
     assert_error(
+        "[environment]\nset = { EDITOR = \"vi\\u0000x\" }",
+        "environment.set.EDITOR: the value holds a NUL byte",
+    );
+    assert_error(
+        "[filesystem]\nwritable = [\"/a\\u0000b\"]",
+        "filesystem.writable[0]: \"/a\\0b\" holds a NUL byte",
+    );
+    assert_error(
         "[seccomp]\nallow = [\"ptrace\", \"ptrace\"]",
         "seccomp.allow[1]: \"ptrace\" is listed twice",
     );

@@ -212,7 +212,16 @@ impl fmt::Display for WorkdirPath {
     }
 }
 
+/// Every path ends up as a C string (a mount source or destination).
+fn refuse_nul(s: &str) -> Result<(), String> {
+    if s.contains('\0') {
+        return Err(format!("{s:?} holds a NUL byte"));
+    }
+    Ok(())
+}
+
 fn absolute_clean(s: &str, what: &str) -> Result<PathBuf, String> {
+    refuse_nul(s)?;
     if !s.starts_with('/') {
         return Err(format!(
             "{s:?} is relative; {what} must be an absolute path (or start with ~/)"
@@ -232,6 +241,7 @@ fn absolute_clean(s: &str, what: &str) -> Result<PathBuf, String> {
 }
 
 fn relative_clean(s: &str, what: &str) -> Result<PathBuf, String> {
+    refuse_nul(s)?;
     let mut out = PathBuf::new();
     for c in Path::new(s).components() {
         match c {

@@ -180,7 +180,6 @@ const ALLOWED: &[&str] = &[
     "inotify_init1",
     "inotify_rm_watch",
     "io_cancel",
-    "ioctl",
     "io_destroy",
     "io_getevents",
     "io_pgetevents",
@@ -435,10 +434,6 @@ pub const DENIED: &[(&str, &str)] = &[
         "clock setting: the clock is the host's, not namespaced",
     ),
     (
-        "socketcall",
-        "the i386 socket multiplexer hides socket()'s family behind a pointer, bypassing the AF_ALG/AF_VSOCK rule",
-    ),
-    (
         "ptrace",
         "reads and writes other processes; with process_vm_* the way to a helper's memory",
     ),
@@ -559,7 +554,43 @@ pub const CONDITIONAL: &[(&str, &str)] = &[
     ("clone3", "ENOSYS: its flags sit behind a pointer the filter cannot read; libc then falls back to clone"),
     ("personality", "allowed only for 0x0, 0x8, 0x20000, 0x20008 and 0xffffffff (query); ADDR_NO_RANDOMIZE and odd ABIs are refused"),
     ("socket", "allowed for every address family except AF_ALG (38) and AF_VSOCK (40)"),
+    ("socketcall", "ENOSYS on every call: the i386 socket multiplexer hides socket()'s family behind a pointer, and libseccomp opens socketcall(SYS_SOCKET) unconditionally for every socket rule unless socketcall has a rule of its own"),
+    ("ioctl", "allowed for every request except TIOCSTI (0x5412: typing into the terminal's input queue) and TIOCLINUX (0x541C: console selection and paste), compared on the low 32 bits the kernel reads"),
 ];
+
+/// ioctl(2) requests that push input into a terminal another process reads:
+/// TIOCSTI, and TIOCLINUX (whose TIOCL_PASTESEL does the same on a console).
+/// The kernel refuses TIOCSTI by default since 6.2 (dev.tty.legacy_tiocsti);
+/// the profile does not rely on that.
+pub const IOCTL_DENIED: &[u32] = &[0x5412, 0x541C];
+
+/// The (mask, value) pairs of `SCMP_CMP_MASKED_EQ` rules whose union is every
+/// 32-bit value except `excluded`: one rule per largest aligned block free of
+/// excluded values. Masks never cover the high 32 bits, which the kernel
+/// drops from an `unsigned int` argument, so no high bit opens or closes a rule.
+pub fn masked_cover(excluded: &[u32]) -> Vec<(u64, u64)> {
+    fn walk(prefix: u64, fixed: u32, excluded: &[u32], out: &mut Vec<(u64, u64)>) {
+        let mask: u64 = if fixed == 0 {
+            0
+        } else {
+            (0xFFFF_FFFFu64 << (32 - fixed)) & 0xFFFF_FFFF
+        };
+        let hits = excluded.iter().any(|&e| u64::from(e) & mask == prefix);
+        if !hits {
+            out.push((mask, prefix));
+            return;
+        }
+        if fixed == 32 {
+            return; // the excluded value itself
+        }
+        let bit = 1u64 << (31 - fixed);
+        walk(prefix, fixed + 1, excluded, out);
+        walk(prefix | bit, fixed + 1, excluded, out);
+    }
+    let mut out = Vec::new();
+    walk(0, 0, excluded, &mut out);
+    out
+}
 
 fn arg(index: usize, op: LinuxSeccompOperator, value: u64, value_two: Option<u64>) -> LinuxSeccompArg {
     let b = LinuxSeccompArgBuilder::default().index(index).op(op).value(value);
@@ -604,6 +635,17 @@ fn conditional_rules() -> Vec<LinuxSyscall> {
     for &p in PERSONALITY_ALLOWED {
         rules.push(allow_if("personality", arg(0, ScmpCmpEq, p, None)));
     }
+    for (mask, value) in masked_cover(IOCTL_DENIED) {
+        rules.push(allow_if("ioctl", arg(1, ScmpCmpMaskedEq, mask, Some(value))));
+    }
+    // An explicit rule of its own, with an errno other than the default's
+    // (libcontainer and runc skip rules that repeat the default action).
+    rules.push(rule(
+        &["socketcall"],
+        LinuxSeccompAction::ScmpActErrno,
+        Some(ENOSYS),
+        vec![],
+    ));
     rules.push(allow_if("socket", arg(0, ScmpCmpLt, AF_ALG, None)));
     for family in (AF_ALG + 1)..=AF_HIGHEST {
         if family != AF_VSOCK {
@@ -807,7 +849,6 @@ mod tests {
             "execve",
             "mmap",
             "futex",
-            "ioctl",
             "wait4",
             "rt_sigreturn",
         ] {
@@ -865,6 +906,71 @@ mod tests {
             assert_eq!(a[0].value(), 0x7E02_0080, "OCI: value is the mask");
             assert_eq!(a[0].value_two(), Some(0), "OCI: valueTwo is the datum");
         }
+    }
+
+    #[test]
+    fn tiocsti_and_tioclinux_are_refused_every_other_ioctl_allowed() {
+        let ioctl = |req: u64| decide(&agent_profile(), "ioctl", [0, req, 0, 0, 0, 0]);
+        for req in [0x5412u64, 0x541C] {
+            assert_eq!(ioctl(req), Decision::Errno(EPERM), "{req:#x}");
+            // The kernel reads the request as 32 bits: high bits change nothing.
+            for high in [0x1_0000_0000u64, 0xffff_ffff_0000_0000] {
+                assert_eq!(ioctl(req | high), Decision::Errno(EPERM), "{:#x}", req | high);
+            }
+        }
+        // TCGETS, TIOCGWINSZ, TIOCSWINSZ, FIONREAD, FIOCLEX, the neighbours, and extremes.
+        for req in [
+            0x5401u64,
+            0x5413,
+            0x5414,
+            0x541B,
+            0x541D,
+            0x5411,
+            0x5451,
+            0,
+            0xffff_ffff,
+            0x8004_6601,
+        ] {
+            assert_eq!(ioctl(req), Decision::Allow, "{req:#x}");
+            assert_eq!(ioctl(req | 0x1_0000_0000), Decision::Allow, "{req:#x} with a high bit");
+        }
+    }
+
+    #[test]
+    fn masked_cover_is_exact() {
+        let excluded = [0x5412u32, 0x541C];
+        let cover = masked_cover(&excluded);
+        let matches = |x: u64| cover.iter().filter(|(m, v)| x & m == *v).count();
+        for x in (0x5400u64..0x5500).chain([0, 1, 0xffff_ffff, 0x8000_5412]) {
+            let want = usize::from(!excluded.contains(&(x as u32)));
+            assert_eq!(matches(x), want, "{x:#x}: exactly one rule, or none when excluded");
+        }
+        assert_eq!(masked_cover(&[]), [(0, 0)]);
+        assert_eq!(cover.len(), 34);
+    }
+
+    #[test]
+    fn socketcall_gets_enosys_whatever_its_call() {
+        // libseccomp turns every i386 socket rule into socketcall(SYS_SOCKET)
+        // without the family check; the explicit rule wins over that.
+        for call in [1u64, 2, 3, 0x1_0000_0001] {
+            assert_eq!(
+                decide(&agent_profile(), "socketcall", [call, 1, 0, 0, 0, 0]),
+                Decision::Errno(ENOSYS)
+            );
+        }
+        let r: Vec<_> = agent_profile()
+            .syscalls()
+            .iter()
+            .flatten()
+            .filter(|r| r.names().contains(&"socketcall".to_owned()))
+            .cloned()
+            .collect();
+        assert_eq!(r.len(), 1);
+        assert!(
+            r[0].args().is_none(),
+            "unconditional, so it overrides the generated rule"
+        );
     }
 
     #[test]

@@ -13,8 +13,12 @@ use crate::runtime::{ExecRequest, Runtime};
 fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result<Process> {
     let id = &args.container_id;
     if let Some(path) = &args.process {
-        let raw = std::fs::read(path).with_context(|| format!("read process file {}", path.display()))?;
-        return serde_json::from_slice(&raw).map_err(|e| anyhow!("parse process file {}: {e}", path.display()));
+        let raw = crate::bounded::read(path, crate::bounded::SPEC_LIMIT)
+            .with_context(|| format!("read process file {}", path.display()))?;
+        let p: Process =
+            serde_json::from_slice(&raw).map_err(|e| anyhow!("parse process file {}: {e}", path.display()))?;
+        crate::runtime::validate::process(&p).with_context(|| format!("use process file {}", path.display()))?;
+        return Ok(p);
     }
     if args.command.is_empty() {
         bail!("exec in container {id}: give a command or --process");

@@ -21,7 +21,7 @@ pub fn generated_id(prefix: &str) -> String {
 /// Whether the bundle's process asks for a terminal (read before create, to
 /// know whether claude-shim must hold the console socket itself).
 pub fn wants_terminal(bundle: &Path) -> bool {
-    std::fs::read(bundle.join("config.json"))
+    crate::bounded::read(&bundle.join("config.json"), crate::bounded::SPEC_LIMIT)
         .ok()
         .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
         .and_then(|v| v["process"]["terminal"].as_bool())

@@ -18,7 +18,8 @@ pub fn update(rt: &Runtime, args: &liboci_cli::Update) -> Result<i32> {
                     .read_to_string(&mut raw)
                     .context("read resources from stdin")?;
             } else {
-                raw = std::fs::read_to_string(path).with_context(|| format!("read resources {}", path.display()))?;
+                raw = crate::bounded::read_to_string(path, crate::bounded::SPEC_LIMIT)
+                    .with_context(|| format!("read resources {}", path.display()))?;
             }
             serde_json::from_str::<LinuxResources>(&raw).map_err(|e| anyhow!("parse resources: {e}"))?
         }

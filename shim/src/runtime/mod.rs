@@ -14,6 +14,7 @@ pub mod foreground;
 pub mod guards;
 pub mod loopback;
 pub mod seccomp_cache;
+pub mod validate;
 
 use std::fs;
 use std::io::ErrorKind;
@@ -312,9 +313,11 @@ impl Runtime {
         let id = req.id;
         let bundle = fs::canonicalize(req.bundle).with_context(|| format!("open bundle {}", req.bundle.display()))?;
         let config_path = bundle.join("config.json");
-        let raw = fs::read(&config_path).with_context(|| format!("read {}", config_path.display()))?;
+        let raw = crate::bounded::read(&config_path, crate::bounded::SPEC_LIMIT)
+            .with_context(|| format!("read {}", config_path.display()))?;
         let mut spec: Spec =
             serde_json::from_slice(&raw).map_err(|e| anyhow!("parse {}: {e}", config_path.display()))?;
+        validate::spec(&spec).with_context(|| format!("use {}", config_path.display()))?;
         if !spec.version().starts_with("1.") {
             bail!(
                 "run {}: ociVersion {:?} is not supported (1.x is)",

@@ -60,6 +60,6 @@ impl HostView for StdHost {
     }
 
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        std::fs::read(path)
+        crate::bounded::read(path, crate::bounded::PROFILE_LIMIT)
     }
 }

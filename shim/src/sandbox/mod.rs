@@ -18,7 +18,8 @@ pub fn load_policy(arg: Option<&str>) -> Result<Policy> {
         None | Some("agent") => Ok(Policy::embedded_default()),
         Some("offline") => Ok(Policy::embedded_offline()),
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("read policy {path}"))?;
+            let text = crate::bounded::read_to_string(Path::new(path), crate::bounded::POLICY_LIMIT)
+                .with_context(|| format!("read policy {path}"))?;
             Policy::from_toml_str(&text, path).map_err(|e| anyhow!("{e}"))
         }
     }

@@ -98,18 +98,24 @@ impl Container {
                         err
                     })?;
 
+                    // OCI runtime-spec, poststop: "If any poststop hook fails,
+                    // the runtime MUST log a warning, but the remaining hooks
+                    // and lifecycle continue as if the hook had succeeded."
                     if let Some(hooks) = config.hooks.as_ref() {
-                        hooks::run_hooks(
-                            hooks.poststop().as_ref(),
-                            Some(&self.state),
-                            None,
-                            None,
-                            None,
-                        )
-                        .map_err(|err| {
-                            tracing::error!(err = ?err, "failed to run post stop hooks");
-                            err
-                        })?;
+                        for hook in hooks.poststop().iter().flatten() {
+                            if let Err(err) = hooks::run_hooks(
+                                Some(&vec![hook.clone()]),
+                                Some(&self.state),
+                                None,
+                                None,
+                                None,
+                            ) {
+                                tracing::warn!(
+                                    "poststop hook {} failed: {err}; continuing the delete",
+                                    hook.path().display()
+                                );
+                            }
+                        }
                     }
                 }
                 Err(err) => {

@@ -31,4 +31,22 @@ pub struct Meta {
     /// reused by another process is never taken for the helper.
     #[serde(default)]
     pub helper_starts: HashMap<String, u64>,
+    /// The cgroup directories `create` made for the container, recorded
+    /// before they are made: only these are ever removed, and removing one
+    /// never signals anything (runtime/cgroup.rs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroup_dirs: Vec<PathBuf>,
+    /// `create` made every one of the container's cgroup directories: the
+    /// cgroup is the container's own, and `kill --all` of a container without
+    /// a pid namespace may signal through it.
+    #[serde(default)]
+    pub cgroup_own: bool,
+    /// The init's start time, so that a recycled pid is never taken for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_start: Option<u64>,
+    /// The foreground runtime (`run` without --detach, `sandbox`) the
+    /// container lives and dies with, as (pid, start time); `gc` collects a
+    /// container whose owner is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<(i32, u64)>,
 }

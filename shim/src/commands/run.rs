@@ -88,6 +88,7 @@ pub fn run_bundle(
         preserve_fds: o.preserve_fds,
         no_pivot: o.no_pivot,
         stdio: o.stdio,
+        foreground: !o.detach,
     };
     let container = rt.create(req, adapt)?;
     crate::timing::mark("created");
@@ -113,7 +114,10 @@ pub fn run_bundle(
         return Err(e);
     }
     crate::timing::mark("started");
-    let Some(signals) = signals else { return Ok(0) };
+    let Some(signals) = signals else {
+        rt.hand_over()?;
+        return Ok(0);
+    };
     let fwd = foreground::Forwarding {
         map: on_signal,
         grace,

@@ -6,6 +6,7 @@
 //! in force. bubblewrap's lesson: check what you applied.
 
 use std::collections::HashMap;
+use std::os::fd::RawFd;
 
 use libcontainer::oci_spec::runtime::{LinuxSeccomp, Spec};
 use libcontainer::workload::{Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError};
@@ -20,6 +21,8 @@ pub struct ShimExecutor {
     pub expect_seccomp: bool,
     /// no_new_privs must be set at exec.
     pub expect_no_new_privs: bool,
+    /// The init's ends of the link to the runtime creating it (runtime/creator.rs).
+    pub creator: Option<(RawFd, RawFd)>,
 }
 
 fn fail(msg: String) -> ExecutorError {
@@ -79,7 +82,12 @@ impl Executor for ShimExecutor {
         libcontainer::workload::default::get_executor().exec(spec)
     }
 
+    /// The last runtime code in the init before it waits for `start`.
     fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
+        if let Some((read, write)) = self.creator {
+            super::creator::arm(read, write)
+                .map_err(|e| ExecutorValidationError::ArgValidationError(format!("watch the runtime: {e}")))?;
+        }
         libcontainer::workload::default::get_executor().validate(spec)
     }
 

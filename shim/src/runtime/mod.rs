@@ -8,13 +8,16 @@
 //!                              reads, meta.json (the engine's bundle, helper
 //!                              pids), and a lock held while `create` runs.
 
+pub mod cgroup;
 pub mod cgroup_v1_unprivileged;
+pub mod creator;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
 pub mod loopback;
 pub mod seccomp_cache;
 pub mod validate;
+pub mod own;
 
 use std::fs;
 use std::io::ErrorKind;
@@ -43,6 +46,8 @@ pub type Adapt<'a> = &'a dyn Fn(&mut Spec, &mut Meta) -> Result<()>;
 
 pub struct Runtime {
     pub root: PathBuf,
+    /// The link to the init this process created, until it hands it over.
+    creator: std::cell::RefCell<Option<creator::Link>>,
 }
 
 /// A request to create a container.
@@ -55,6 +60,9 @@ pub struct CreateRequest<'a> {
     pub no_pivot: bool,
     /// stdio for the container's init; None inherits ours.
     pub stdio: Option<[OwnedFd; 3]>,
+    /// The container lives and dies with this process (`run` without
+    /// --detach, `sandbox`); otherwise `hand_over` follows a successful create.
+    pub foreground: bool,
 }
 
 /// A held per-id lock; released when dropped (or when the process dies).
@@ -88,7 +96,10 @@ impl Runtime {
                 _ => std::env::temp_dir().join(format!("claude-shim-{}", nix::unistd::geteuid())),
             },
         };
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            creator: Default::default(),
+        })
     }
 
     fn ensure_root(&self) -> Result<PathBuf> {
@@ -197,29 +208,36 @@ impl Runtime {
     }
 
     /// Removes everything a container (whole or half-created) holds: its
-    /// processes and cgroup, helper processes, and both state directories.
+    /// own processes (runtime/own.rs), helper processes, the cgroup
+    /// directories create made, and both state directories. libcontainer's
+    /// delete is not used: it kills every process in the cgroup.
     pub fn remove_leftovers(&self, id: &str) -> Result<()> {
         let dir = self.container_dir(id);
         let mut errors = Vec::new();
-        if let Some(meta) = self.read_meta(id) {
-            crate::network::stop_helpers(&meta);
+        let meta = self.read_meta(id);
+        if let Some(meta) = &meta {
+            crate::network::stop_helpers(meta);
         }
-        if dir.join("state.json").exists() {
-            if let Err(e) = self.delete_state(id, &dir) {
-                errors.push(e);
+        // state.json is missing when create was killed early.
+        let container = load_settled(&dir);
+        if let Some(c) = &container {
+            if c.status() == ContainerStatus::Paused {
+                // A frozen process cannot die.
+                self.set_freezer(id, c, libcgroups::common::FreezerState::Thawed);
             }
-        } else if let Ok(spec) = self.effective_spec(id) {
-            // No state yet: the cgroup named in our config is all that can hold processes.
-            if let Some(path) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) {
-                match cgroup_manager(&path, id) {
-                    Ok(m) => {
-                        if let Err(e) = m.remove() {
-                            errors.push(format!("remove cgroup {}: {e}", path.display()));
-                        }
-                    }
-                    Err(e) => errors.push(format!("open cgroup {}: {e}", path.display())),
-                }
+        }
+        let own = self.own(id, container.as_ref());
+        if let Err(e) = own.kill_and_wait(std::time::Duration::from_secs(10)) {
+            errors.push(format!("{e:#}"));
+        }
+        if let Some(meta) = &meta {
+            // What is left in them is not the container's: it stays, and so do they.
+            if let Err(e) = cgroup::remove(&meta.cgroup_dirs) {
+                tracing::warn!("{e:#}");
             }
+        }
+        if let Some(c) = container {
+            run_poststop(id, c);
         }
         for d in [dir, self.meta_dir(id)] {
             match fs::remove_dir_all(&d) {
@@ -235,52 +253,31 @@ impl Runtime {
         }
     }
 
-    /// Kills what is left of the container and has libcontainer delete it.
-    /// libcontainer reads /proc/PID/stat after finding /proc/PID; the killed
-    /// init can be reaped between the two (by conmon or containerd's shim),
-    /// which fails with a procfs error. Loading again then finds it stopped.
-    fn delete_state(&self, id: &str, dir: &Path) -> std::result::Result<(), String> {
-        let (mut tries, mut ended) = (0, false);
-        loop {
-            let result = Container::load(dir.to_path_buf()).and_then(|mut c| {
-                if !ended {
-                    self.end_init(id, &c);
-                    ended = true;
-                }
-                c.delete(true)
-            });
-            match result {
-                Ok(()) => return Ok(()),
-                Err(libcontainer::error::LibcontainerError::Procfs(e)) if tries < 5 => {
-                    tries += 1;
-                    tracing::debug!("container {id}'s init vanished while it was read ({e}); retrying");
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err(e) => return Err(format!("delete container {id}: {e}")),
-            }
+    /// What tells the container's own processes from others.
+    fn own(&self, id: &str, c: Option<&Container>) -> own::Container {
+        let meta = self.read_meta(id).unwrap_or_default();
+        let spec = self.effective_spec(id).ok();
+        own::Container {
+            id: id.to_owned(),
+            init: c.and_then(|c| c.pid()).map(|p| p.as_raw()),
+            init_start: meta.init_start,
+            cgroup_path: spec
+                .as_ref()
+                .and_then(|s| s.linux().as_ref().and_then(|l| l.cgroups_path().clone())),
+            own_pid_ns: spec
+                .as_ref()
+                .is_some_and(|s| has_new_namespace(s, LinuxNamespaceType::Pid)),
+            own_cgroup: meta.cgroup_own.then_some(meta.cgroup_dirs),
         }
     }
 
-    /// libcontainer gives a killed init about 100 ms to leave its cgroups; on
-    /// a busy machine (many network namespaces torn down at once) that is not
-    /// enough. So the init is killed and waited for first, if its pid is
-    /// still in the container's cgroup (a reused pid is not).
-    fn end_init(&self, id: &str, c: &Container) {
-        use crate::network::process;
-        let Some(pid) = c.pid().map(|p| p.as_raw()) else { return };
-        let Ok(fd) = process::pidfd_open(pid) else { return };
-        let Some(cgroup) = self
-            .effective_spec(id)
-            .ok()
-            .and_then(|s| s.linux().as_ref().and_then(|l| l.cgroups_path().clone()))
-        else {
-            return;
-        };
-        let cgroup = cgroup.to_string_lossy().into_owned();
-        let ours = fs::read_to_string(format!("/proc/{pid}/cgroup"))
-            .is_ok_and(|t| t.lines().any(|l| l.ends_with(cgroup.as_str())));
-        if ours && process::pidfd_signal(&fd, libc::SIGKILL).is_ok() {
-            process::wait_exit(&fd, std::time::Duration::from_secs(10));
+    /// Freezes or thaws the container's cgroup (pause left it frozen).
+    fn set_freezer(&self, id: &str, c: &Container, state: libcgroups::common::FreezerState) {
+        let Ok(config) = c.spec() else { return };
+        if let Ok(m) = cgroup_manager(&config.cgroup_path, id) {
+            if let Err(e) = m.freeze(state) {
+                tracing::debug!("set the freezer of container {id}: {e}");
+            }
         }
     }
 
@@ -366,17 +363,23 @@ impl Runtime {
             tracing::warn!("{w}");
         }
         self.default_cgroups_path(&mut spec, id)?;
+        let cgroup_dirs = confine_cgroups_path(&mut spec)?;
         if spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()).is_some() {
             require_kernel_seccomp()?;
         }
 
         let _lock = self.claim(id)?;
+        let me = std::process::id() as i32;
         let mut meta = Meta {
             bundle: bundle.clone(),
             rootfs,
+            owner: req
+                .foreground
+                .then(|| crate::network::process::start_time(me).map(|s| (me, s)))
+                .flatten(),
             ..Meta::default()
         };
-        let result = self.create_claimed(req, spec, &mut meta, adapt);
+        let result = self.create_claimed(req, spec, &cgroup_dirs, &mut meta, adapt);
         if result.is_err() {
             if let Err(e) = self.remove_leftovers(id) {
                 tracing::warn!("clean up after the failed create of {id}: {e}");
@@ -389,6 +392,7 @@ impl Runtime {
         &self,
         req: CreateRequest<'_>,
         mut spec: Spec,
+        cgroup_dirs: &[PathBuf],
         meta: &mut Meta,
         adapt: Adapt<'_>,
     ) -> Result<Container> {
@@ -396,6 +400,21 @@ impl Runtime {
         adapt(&mut spec, meta).with_context(|| format!("create container {id}"))?;
         let mut network = crate::network::prepare(&mut spec, &self.meta_dir(id))?;
         crate::timing::mark("create: spec adapted");
+        self.write_meta(id, meta)?;
+        let raw = spec
+            .linux()
+            .as_ref()
+            .and_then(|l| l.cgroups_path().clone())
+            .unwrap_or_default();
+        cgroup::check_empty(cgroup_dirs, &raw)?;
+        // Made here, not by libcgroups, to know which are the container's own.
+        let mut record = meta.clone();
+        let made = cgroup::make(cgroup_dirs, &mut |dirs| {
+            record.cgroup_dirs = dirs.to_vec();
+            self.write_meta(id, &record)
+        })?;
+        meta.cgroup_own = made.len() == cgroup_dirs.len();
+        meta.cgroup_dirs = made;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);
         // Unprivileged on cgroup v1, libcontainer cannot apply any limit
@@ -416,6 +435,7 @@ impl Runtime {
         spec.save(&effective)
             .map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
 
+        let link = creator::Link::new()?;
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
         for s in seccomp.iter().chain(&meta.stacked_seccomp) {
             seccomp_cache::prepare(s);
@@ -427,6 +447,7 @@ impl Runtime {
             stacked_seccomp: meta.stacked_seccomp.clone(),
             expect_seccomp: seccomp.is_some() || !meta.stacked_seccomp.is_empty(),
             expect_no_new_privs: nnp,
+            creator: Some(link.ends()),
         };
         let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
 
@@ -451,6 +472,10 @@ impl Runtime {
             .build()
             .map_err(|e| anyhow!("create container {id}: {}", libcontainer_error(&e)))?;
         crate::timing::mark("create: libcontainer built");
+        meta.init_start = container
+            .pid()
+            .and_then(|p| crate::network::process::start_time(p.as_raw()));
+        self.write_meta(id, meta)?;
         if let Some((path, plan)) = own_limits {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
         }
@@ -480,6 +505,7 @@ impl Runtime {
                 );
             }
         }
+        *self.creator.borrow_mut() = Some(link);
         Ok(container)
     }
 
@@ -494,7 +520,7 @@ impl Runtime {
             return Ok(());
         }
         let path = if is_root() {
-            PathBuf::from(format!("/claude-shim/{id}"))
+            cgroup::configured_parent().join("claude-shim").join(id)
         } else {
             let uid = nix::unistd::geteuid();
             let parent = PathBuf::from(format!("/claude-shim/user-{uid}"));
@@ -503,6 +529,14 @@ impl Runtime {
         };
         linux.set_cgroups_path(Some(path));
         Ok(())
+    }
+
+    /// After a successful create: the container outlives this process.
+    pub fn hand_over(&self) -> Result<()> {
+        match self.creator.borrow_mut().take() {
+            Some(link) => link.hand_over(),
+            None => Ok(()),
+        }
     }
 
     pub fn start(&self, id: &str) -> Result<()> {
@@ -523,6 +557,7 @@ impl Runtime {
     /// liveness, and libcontainer's kill rewrites state.json in place, which a
     /// concurrent `delete` (the foreground `run`) then reads half-written.
     pub fn kill(&self, id: &str, signal: &str, all: bool) -> Result<()> {
+        use libcgroups::common::FreezerState;
         let sig = parse_signal(signal)?;
         let c = self.load(id)?;
         let status = c.status();
@@ -534,42 +569,24 @@ impl Runtime {
         } else {
             sig
         };
-        let cgroup = || -> Result<libcgroups::common::AnyCgroupManager> {
-            let path = c
-                .spec()
-                .map_err(|e| anyhow!("read config of container {id}: {e}"))?
-                .cgroup_path;
-            cgroup_manager(&path, id)
-        };
+        let own = self.own(id, Some(&c));
         if all {
-            let m = cgroup()?;
-            // Freeze first so no process forks past the signal (v1 frozen tasks
-            // take the signal when thawed).
-            let _ = m.freeze(libcgroups::common::FreezerState::Frozen);
-            let pids = m
-                .get_all_pids()
-                .map_err(|e| anyhow!("list processes of container {id}: {e}"));
-            if let Ok(pids) = &pids {
-                for p in pids {
-                    let _ = nix::sys::signal::kill(*p, sig);
-                }
+            // Freeze a cgroup of its own first, so no process forks past the
+            // signal (v1 frozen tasks take the signal when thawed).
+            let freeze = own.own_cgroup.is_some() && status != ContainerStatus::Paused;
+            if freeze {
+                self.set_freezer(id, &c, FreezerState::Frozen);
             }
-            if status != ContainerStatus::Paused || sig == NixSignal::SIGKILL {
-                let _ = m.freeze(libcgroups::common::FreezerState::Thawed);
+            own.signal_all(sig as libc::c_int);
+            if freeze {
+                self.set_freezer(id, &c, FreezerState::Thawed);
             }
-            pids?;
-            return Ok(());
-        }
-        let pid = c
-            .pid()
-            .ok_or_else(|| anyhow!("kill container {id}: it has no init pid"))?;
-        match nix::sys::signal::kill(pid, sig) {
-            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-            Err(e) => bail!("kill container {id} (pid {pid}): {e}"),
+        } else {
+            own.signal_init(sig as libc::c_int)?;
         }
         if status == ContainerStatus::Paused && sig == NixSignal::SIGKILL {
             // A frozen init cannot die; thaw it.
-            let _ = cgroup()?.freeze(libcgroups::common::FreezerState::Thawed);
+            self.set_freezer(id, &c, FreezerState::Thawed);
         }
         Ok(())
     }
@@ -592,8 +609,16 @@ impl Runtime {
             Err(e) => return Err(e),
         };
         if self.container_dir(id).join("state.json").exists() {
-            // load reads the status afresh (and retries a half-read one).
-            let status = self.load(id)?.status();
+            // load reads the status afresh (and retries a half-read one); an
+            // unreadable state is what a killed create left.
+            let status = match self.load(id) {
+                Ok(c) => c.status(),
+                Err(e) if force => {
+                    tracing::warn!("{e:#}; removing what is left");
+                    ContainerStatus::Stopped
+                }
+                Err(e) => return Err(e),
+            };
             let deletable = matches!(status, ContainerStatus::Stopped | ContainerStatus::Created);
             if !deletable && !force {
                 bail!(
@@ -741,6 +766,7 @@ impl Runtime {
             tenant_seccomp: seccomp,
             stacked_seccomp: stacked,
             expect_no_new_privs: false,
+            creator: None,
         };
         let mut builder = ContainerBuilder::new(id.to_owned(), SyscallType::default())
             .with_executor(executor)
@@ -776,6 +802,50 @@ pub struct ExecRequest<'a> {
     pub preserve_fds: i32,
     pub ignore_paused: bool,
     pub stdio: Option<[OwnedFd; 3]>,
+}
+
+/// Confines the spec's cgroupsPath (runtime/cgroup.rs), writes the clean
+/// path back for libcontainer, and returns the container's directory in each
+/// hierarchy.
+fn confine_cgroups_path(spec: &mut Spec) -> Result<Vec<PathBuf>> {
+    let Some(linux) = spec.linux_mut() else {
+        bail!("read config.json: it has no linux section")
+    };
+    let raw = linux.cgroups_path().clone().unwrap_or_default();
+    let path = cgroup::confine(&raw, &cgroup::configured_parent())?;
+    let dirs = cgroup::dirs(&path)?;
+    cgroup::check_on_cgroupfs(&dirs, &raw)?;
+    linux.set_cgroups_path(Some(path));
+    Ok(dirs)
+}
+
+/// libcontainer's state of a container, if readable; a reader can catch the
+/// init vanishing between two reads of /proc, so it tries again.
+fn load_settled(dir: &Path) -> Option<Container> {
+    for _ in 0..5 {
+        match Container::load(dir.to_path_buf()) {
+            Ok(c) => return Some(c),
+            Err(libcontainer::error::LibcontainerError::Procfs(_)) => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// What libcontainer's delete does once the processes are gone, without its
+/// cgroup-wide kill: the poststop hooks. A failing hook is a warning, as the
+/// OCI spec says.
+fn run_poststop(id: &str, mut c: Container) {
+    let Ok(config) = libcontainer::config::YoukiConfig::load(&c.root) else {
+        return;
+    };
+    let Some(hooks) = config.hooks.as_ref() else { return };
+    c.set_status(ContainerStatus::Stopped);
+    if let Err(e) = libcontainer::hooks::run_hooks(hooks.poststop().as_ref(), Some(&c.state), None, None, None) {
+        tracing::warn!("poststop hook of container {id}: {}", libcontainer_error(&e));
+    }
 }
 
 pub fn has_new_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {

@@ -1,0 +1,293 @@
+//! The container's cgroup, between the guards (which adapt the spec) and
+//! libcontainer (which joins it): where config.json's `cgroupsPath` may lead,
+//! which directories `create` made for the container, and removing only those.
+//!
+//! libcgroups joins `cgroupsPath` to each hierarchy's mount point without
+//! cleaning it: `"//"` is the root cgroup (and libcgroups' remove then kills
+//! every process of the machine), `/../x` climbs out of cgroupfs. runc cleans
+//! the path; claude-shim also confines it below a configured parent, and
+//! removes or signals through a cgroup only when `create` made it.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// The cgroup every container must be below (a cgroup path such as
+/// `/kubepods` or `/machine`); `/` (the default) allows any cgroup but a
+/// hierarchy's root. Engines pass it in the runtime's environment.
+pub const PARENT_ENV: &str = "CLAUDE_SHIM_CGROUP_PARENT";
+
+/// `raw` cleaned lexically as if rooted at `/`: empty and `.` parts are
+/// dropped, `..` goes up but never above the root (as runc's CleanPath).
+pub fn clean(raw: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in raw.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// The configured parent: $CLAUDE_SHIM_CGROUP_PARENT, cleaned, or `/`.
+pub fn configured_parent() -> PathBuf {
+    match std::env::var_os(PARENT_ENV) {
+        Some(p) if !p.is_empty() => clean(Path::new(&p)),
+        _ => PathBuf::from("/"),
+    }
+}
+
+/// Cleans `raw` and refuses a path that is a hierarchy's root or not
+/// strictly below `parent` (itself clean).
+pub fn confine(raw: &Path, parent: &Path) -> Result<PathBuf> {
+    let path = clean(raw);
+    if path == Path::new("/") {
+        bail!(
+            "use cgroupsPath {:?}: it resolves to the cgroup root /; a container needs a cgroup of its own",
+            raw.display().to_string()
+        );
+    }
+    if !path.starts_with(parent) || path == parent {
+        bail!(
+            "use cgroupsPath {:?}: it resolves to {}, which is not below the runtime's cgroup parent {} (set by {PARENT_ENV})",
+            raw.display().to_string(),
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(path)
+}
+
+/// The hierarchy roots libcgroups puts a container in: each supported v1
+/// controller's mount point (legacy and hybrid), or the unified root.
+pub fn hierarchies() -> Result<Vec<PathBuf>> {
+    use libcgroups::common::{get_cgroup_setup, CgroupSetup, DEFAULT_CGROUP_ROOT};
+    let setup = get_cgroup_setup().context("read the cgroup setup of this machine")?;
+    if matches!(setup, CgroupSetup::Unified) {
+        return Ok(vec![PathBuf::from(DEFAULT_CGROUP_ROOT)]);
+    }
+    let mut roots: Vec<PathBuf> = libcgroups::v1::util::list_supported_mount_points()
+        .context("list the cgroup v1 hierarchies of this machine")?
+        .into_values()
+        .collect();
+    roots.sort();
+    roots.dedup();
+    // One hierarchy can be mounted at two places (cpu and cpuacct): the
+    // same superblock, so one directory.
+    let mut seen = std::collections::HashSet::new();
+    roots.retain(|r| {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(r).map_or(true, |m| seen.insert(m.dev()))
+    });
+    Ok(roots)
+}
+
+/// The container's directory in each hierarchy, for a confined path.
+pub fn dirs(path: &Path) -> Result<Vec<PathBuf>> {
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    Ok(hierarchies()?.into_iter().map(|h| h.join(rel)).collect())
+}
+
+fn on_cgroupfs(path: &Path) -> bool {
+    use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
+    statfs(path).is_ok_and(|s| {
+        let t = s.filesystem_type();
+        t == CGROUP_SUPER_MAGIC || t == CGROUP2_SUPER_MAGIC
+    })
+}
+
+/// Refuses a directory whose nearest existing ancestor is not on a cgroup
+/// filesystem (something mounted over part of cgroupfs), or that is reached
+/// through a symlink.
+pub fn check_on_cgroupfs(dirs: &[PathBuf], raw: &Path) -> Result<()> {
+    for dir in dirs {
+        let mut at = dir.as_path();
+        loop {
+            match fs::symlink_metadata(at) {
+                Ok(m) if m.file_type().is_symlink() => bail!(
+                    "use cgroupsPath {:?}: {} is a symlink",
+                    raw.display().to_string(),
+                    at.display()
+                ),
+                Ok(_) => break,
+                Err(_) => match at.parent() {
+                    Some(p) => at = p,
+                    None => break,
+                },
+            }
+        }
+        if !on_cgroupfs(at) {
+            bail!(
+                "use cgroupsPath {:?}: {} is outside cgroupfs",
+                raw.display().to_string(),
+                at.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The processes in one cgroup directory (none if it does not exist).
+pub fn procs(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Refuses a cgroup that already holds processes: they are not the
+/// container's, and libcontainer's clean-up after a failed create would
+/// kill them.
+pub fn check_empty(dirs: &[PathBuf], raw: &Path) -> Result<()> {
+    for dir in dirs {
+        let pids = procs(dir);
+        if !pids.is_empty() {
+            bail!(
+                "use cgroupsPath {:?}: {} already holds {} process(es) that are not this container's",
+                raw.display().to_string(),
+                dir.display(),
+                pids.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Makes each missing directory (parents as needed, which stay shared).
+/// `record` is given the directories about to be made before any is, so a
+/// runtime killed half-way has said what may be its own; it is given the
+/// final list again if some appeared meanwhile. Returns the ones made.
+pub fn make(dirs: &[PathBuf], record: &mut dyn FnMut(&[PathBuf]) -> Result<()>) -> Result<Vec<PathBuf>> {
+    let missing: Vec<PathBuf> = dirs.iter().filter(|d| !d.exists()).cloned().collect();
+    record(&missing)?;
+    let mut made = Vec::new();
+    for dir in &missing {
+        if let Some(parent) = dir.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("create cgroup {}", parent.display()))?;
+        }
+        match fs::create_dir(dir) {
+            Ok(()) => made.push(dir.clone()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("create cgroup {}", dir.display())),
+        }
+    }
+    if made.len() != missing.len() {
+        record(&made)?;
+    }
+    Ok(made)
+}
+
+/// Removes the directories `create` made, never signalling anything. The
+/// kernel refuses to remove a cgroup that still holds processes; those are
+/// not the container's (its own were ended first), so it is left and named.
+pub fn remove(dirs: &[PathBuf]) -> Result<()> {
+    let mut left = Vec::new();
+    for dir in dirs {
+        // A killed process leaves its cgroup a moment after it is reaped.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match fs::remove_dir(dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == ErrorKind::NotFound => break,
+                Err(e) if Instant::now() < deadline && e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => {
+                    let pids = procs(dir);
+                    if pids.is_empty() {
+                        left.push(format!("{}: {e}", dir.display()));
+                    } else {
+                        left.push(format!(
+                            "{}: it holds processes that are not the container's ({})",
+                            dir.display(),
+                            pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(" ")
+                        ));
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    match left.len() {
+        0 => Ok(()),
+        1 => bail!("remove cgroup {}", left[0]),
+        n => bail!("remove cgroup {} (and {} more hierarchies)", left[0], n - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_cleaned_like_runc() {
+        for (raw, want) in [
+            ("//", "/"),
+            ("/../relcg-escape", "/relcg-escape"),
+            ("a/./b//c/", "/a/b/c"),
+            ("../../../../x/../y", "/y"),
+            ("/a/b/../../..", "/"),
+            ("", "/"),
+        ] {
+            assert_eq!(clean(Path::new(raw)), Path::new(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn a_root_or_an_escape_is_refused_naming_the_path() {
+        let root = Path::new("/");
+        for raw in ["//", "/", "/..", "/a/..", ".", ""] {
+            let err = confine(Path::new(raw), root).unwrap_err().to_string();
+            assert!(
+                err.contains("cgroup root") && err.contains(&format!("{raw:?}")),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            confine(Path::new("/../relcg-escape"), root).unwrap(),
+            Path::new("/relcg-escape")
+        );
+        let parent = Path::new("/kubepods");
+        assert_eq!(
+            confine(Path::new("/kubepods/pod1/c"), parent).unwrap(),
+            Path::new("/kubepods/pod1/c")
+        );
+        for raw in ["/kubepods", "/kubepods/../system.slice/x", "/kubepodsX/c", "/other"] {
+            let err = confine(Path::new(raw), parent).unwrap_err().to_string();
+            assert!(err.contains("not below") && err.contains("/kubepods"), "{err}");
+            assert_eq!(err.lines().count(), 1);
+        }
+    }
+
+    #[test]
+    fn only_absent_directories_are_made_and_recorded() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("h1/x/c"), t.path().join("h2/x/c"));
+        fs::create_dir_all(&b).unwrap();
+        let mut recorded = Vec::new();
+        let made = make(&[a.clone(), b.clone()], &mut |d| {
+            recorded.push(d.to_vec());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(made, vec![a.clone()]);
+        assert_eq!(recorded, vec![vec![a.clone()]], "recorded once, before the mkdir");
+        remove(&made).unwrap();
+        assert!(!a.exists() && t.path().join("h1/x").is_dir() && b.is_dir());
+    }
+
+    #[test]
+    fn directories_outside_cgroupfs_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let err = check_on_cgroupfs(&[t.path().join("c")], Path::new("/c"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("outside cgroupfs"), "{err}");
+    }
+}

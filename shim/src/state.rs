@@ -31,4 +31,8 @@ pub struct Meta {
     /// reused by another process is never taken for the helper.
     #[serde(default)]
     pub helper_starts: HashMap<String, u64>,
+    /// Without a mount namespace of its own: the mounts at or under the rootfs
+    /// before create (runtime/host_mounts.rs); `delete` detaches the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_mounts_before: Option<Vec<u64>>,
 }

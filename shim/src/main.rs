@@ -67,8 +67,12 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         return crate::verify::probe::main(&args);
     }
     if cli.global.systemd_cgroup {
+        // A deliberate difference from runc, which would hand the cgroup to systemd.
         if systemd_running() {
-            anyhow::bail!("use --systemd-cgroup: this build manages cgroups through cgroupfs only");
+            anyhow::bail!(
+                "use --systemd-cgroup: claude-shim manages cgroups through cgroupfs only (unlike runc); \
+                 drop the flag (containerd: SystemdCgroup = false; podman: cgroup_manager = \"cgroupfs\")"
+            );
         }
         anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
     }

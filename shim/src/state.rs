@@ -49,4 +49,8 @@ pub struct Meta {
     /// container whose owner is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<(i32, u64)>,
+    /// Without a mount namespace of its own: the mounts at or under the rootfs
+    /// before create (runtime/host_mounts.rs); `delete` detaches the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_mounts_before: Option<Vec<u64>>,
 }

@@ -47,9 +47,60 @@ fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result
         p.set_no_new_privileges(Some(true));
     }
     if !args.cap.is_empty() {
-        bail!("exec in container {id}: --cap is not supported; put capabilities in a --process file");
+        add_capabilities(&mut p, &args.cap).with_context(|| format!("exec in container {id}"))?;
     }
     Ok(p)
+}
+
+fn bounding(p: &Process) -> Vec<String> {
+    p.capabilities()
+        .as_ref()
+        .and_then(|c| c.bounding().as_ref())
+        .map(|b| b.iter().map(|c| format!("CAP_{c}")).collect())
+        .unwrap_or_default()
+}
+
+/// runc's `exec --cap`: each capability joins the bounding, effective and
+/// permitted sets, and the ambient set when the process has inheritable ones.
+/// The admin policy's limits are applied afterwards (`admin::tighten_exec`).
+fn add_capabilities(p: &mut Process, caps: &[String]) -> Result<()> {
+    use libcontainer::oci_spec::runtime::{Capabilities, Capability, LinuxCapabilities};
+    let mut set = p.capabilities().clone().unwrap_or_else(|| {
+        let mut none = LinuxCapabilities::default();
+        none.set_bounding(None);
+        none.set_effective(None);
+        none.set_permitted(None);
+        none.set_inheritable(None);
+        none.set_ambient(None);
+        none
+    });
+    let with_inheritable = set.inheritable().as_ref().is_some_and(|i| !i.is_empty());
+    for name in caps {
+        let upper = name.to_ascii_uppercase();
+        let full = if upper.starts_with("CAP_") {
+            upper
+        } else {
+            format!("CAP_{upper}")
+        };
+        // runc warns about a name it does not know and goes on without it.
+        let Ok(cap) = serde_json::from_value::<Capability>(serde_json::Value::String(full)) else {
+            tracing::warn!("ignoring --cap {name:?}: it is not a capability name");
+            continue;
+        };
+        let add = |s: &Option<Capabilities>| {
+            let mut s = s.clone().unwrap_or_default();
+            s.insert(cap);
+            Some(s)
+        };
+        set.set_bounding(add(set.bounding()));
+        set.set_effective(add(set.effective()));
+        set.set_permitted(add(set.permitted()));
+        if with_inheritable {
+            set.set_ambient(add(set.ambient()));
+        }
+    }
+    p.set_capabilities(Some(set));
+    Ok(())
 }
 
 pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
@@ -57,7 +108,20 @@ pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
     rt.load(id)?;
     let mut process = process_from_args(rt, args, args.tty)?;
     if let Some(meta) = rt.read_meta(id) {
+        let asked = bounding(&process);
         crate::admin::tighten_exec(&meta, &rt.effective_spec(id)?, &mut process);
+        if !args.cap.is_empty() {
+            // A deliberate difference from runc: --cap cannot reach past the admin policy.
+            let kept = bounding(&process);
+            if let Some(cap) = asked.iter().find(|c| !kept.contains(c)) {
+                let policy = meta.admin_policy.as_deref().unwrap_or(std::path::Path::new("?"));
+                bail!(
+                    "exec in container {id} with --cap: the admin policy {} does not grant {cap} \
+                     (identity.capabilities); claude-shim refuses what runc would add",
+                    policy.display()
+                );
+            }
+        }
     }
     let terminal = process.terminal().unwrap_or(false);
     let own_console = terminal && !args.detach && args.console_socket.is_none();

@@ -88,7 +88,29 @@ impl Executor for ShimExecutor {
             super::creator::arm(read, write)
                 .map_err(|e| ExecutorValidationError::ArgValidationError(format!("watch the runtime: {e}")))?;
         }
-        libcontainer::workload::default::get_executor().validate(spec)
+        let default = libcontainer::workload::default::get_executor();
+        let process = spec.process().as_ref();
+        let has_path = process
+            .and_then(|p| p.env().as_ref())
+            .is_some_and(|env| env.iter().any(|e| e.starts_with("PATH=")));
+        let program = process.and_then(|p| p.args().as_ref()).and_then(|a| a.first());
+        match program {
+            // libcontainer 0.7 insists on PATH even for a program named by its
+            // path, which ctr's specs (no PATH in env) give; runc runs those.
+            Some(program) if !has_path && program.contains('/') => {
+                let mut checked = spec.clone();
+                if let Some(p) = checked.process_mut() {
+                    let mut env = p.env().clone().unwrap_or_default();
+                    env.push("PATH=".into());
+                    p.set_env(Some(env));
+                }
+                default.validate(&checked)
+            }
+            Some(program) if !has_path => Err(ExecutorValidationError::ArgValidationError(format!(
+                "find executable {program:?}: process.env has no PATH to look it up in; give its absolute path or set PATH"
+            ))),
+            _ => default.validate(spec),
+        }
     }
 
     fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {

@@ -34,9 +34,30 @@ pub fn apply(spec: &mut Spec, caller: &Caller) -> Result<Vec<String>> {
         warnings.extend(clamp_rlimits(spec, current_hard_limit)?);
     }
     if wants_read_only_cgroup_mount(spec) && uses_cgroup_v1_mounts()? {
-        read_only_cgroup_v1(spec, &v1_hierarchies()?);
+        if has_mount_namespace(spec) {
+            read_only_cgroup_v1(spec, &v1_hierarchies()?);
+        } else {
+            // Read-only paths need a private mount namespace (libcontainer and
+            // runc refuse them without one); such a container is only chrooted
+            // in the host's mounts anyway, as under runc.
+            warnings.push(
+                "cgroup v1 hierarchies stay writable in a container without a mount namespace (linux.namespaces has no \"mount\")"
+                    .into(),
+            );
+        }
     }
     Ok(warnings)
+}
+
+/// Whether the spec asks for a mount namespace (new or joined).
+fn has_mount_namespace(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| {
+            ns.iter()
+                .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount)
+        })
 }
 
 /// Whether the spec mounts the cgroup filesystem read-only, as every engine's
@@ -328,6 +349,42 @@ pub fn check_destination(rootfs: &Path, dest: &Path) -> Result<PathBuf> {
         }
     }
     Ok(Path::new("/").join(resolved))
+}
+
+/// `tmpcopyup` (podman's option on the tmpfs it adds for `--read-only`, which
+/// runc and crun honour) asks for the directory's contents to be copied into
+/// the new tmpfs; libcontainer 0.7 passes the word on to mount(2), which fails
+/// with EINVAL. Over an empty or missing directory the copy is empty and the
+/// option is dropped; over a directory that holds files claude-shim refuses,
+/// naming the mount, rather than hide the image's files.
+pub fn tmpcopyup(spec: &mut Spec, rootfs: &Path) -> Result<()> {
+    let Some(mut mounts) = spec.mounts().clone() else {
+        return Ok(());
+    };
+    for (i, m) in mounts.iter_mut().enumerate() {
+        let Some(options) = m.options().clone() else { continue };
+        if !options.iter().any(|o| o == "tmpcopyup") {
+            continue;
+        }
+        let dest = m.destination().clone();
+        let resolved = check_destination(rootfs, &dest)?;
+        let dir = rootfs.join(resolved.strip_prefix("/").unwrap_or(&resolved));
+        let holds_files = match std::fs::read_dir(&dir) {
+            Ok(mut entries) => entries.next().is_some(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e).with_context(|| format!("read {}", dir.display())),
+        };
+        if holds_files {
+            bail!(
+                "mount {} with tmpcopyup (mounts[{i}].options): {} holds files, and copying them up is not supported",
+                dest.display(),
+                dir.display()
+            );
+        }
+        m.set_options(Some(options.into_iter().filter(|o| o != "tmpcopyup").collect()));
+    }
+    spec.set_mounts(Some(mounts));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,10 +14,13 @@ pub mod creator;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
+pub mod host_mounts;
 pub mod loopback;
 pub mod seccomp_cache;
 pub mod validate;
 pub mod own;
+pub mod pid_file;
+pub mod started;
 
 use std::fs;
 use std::io::ErrorKind;
@@ -236,6 +239,13 @@ impl Runtime {
                 tracing::warn!("{e:#}");
             }
         }
+        if let Some(meta) = &meta {
+            if let Some(before) = &meta.host_mounts_before {
+                if let Err(e) = host_mounts::detach_new(&meta.rootfs, before) {
+                    errors.push(format!("{e:#}"));
+                }
+            }
+        }
         if let Some(c) = container {
             run_poststop(id, c);
         }
@@ -351,6 +361,7 @@ impl Runtime {
             let resolved = guards::check_destination(&rootfs, m.destination())?;
             libcontainer::rootfs::proc_sys::check(&resolved, m).map_err(|e| anyhow!(e))?;
         }
+        guards::tmpcopyup(&mut spec, &rootfs)?;
         if let Some(r) = spec.root_mut() {
             r.set_path(rootfs.clone());
         }
@@ -368,18 +379,33 @@ impl Runtime {
             require_kernel_seccomp()?;
         }
 
+        let pid_file = req.pid_file.map(pid_file::resolve).transpose()?;
         let _lock = self.claim(id)?;
+        let host_mounts_before = if has_namespace(&spec, LinuxNamespaceType::Mount) {
+            None
+        } else {
+            Some(host_mounts::snapshot(&rootfs)?)
+        };
         let me = std::process::id() as i32;
         let mut meta = Meta {
             bundle: bundle.clone(),
             rootfs,
+            host_mounts_before,
             owner: req
                 .foreground
                 .then(|| crate::network::process::start_time(me).map(|s| (me, s)))
                 .flatten(),
             ..Meta::default()
         };
-        let result = self.create_claimed(req, spec, &cgroup_dirs, &mut meta, adapt);
+        let result = self.create_claimed(req, spec, &cgroup_dirs, &mut meta, adapt).and_then(|c| {
+            if let Some(path) = &pid_file {
+                let pid = c
+                    .pid()
+                    .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?;
+                pid_file::write(path, pid.as_raw())?;
+            }
+            Ok(c)
+        });
         if result.is_err() {
             if let Err(e) = self.remove_leftovers(id) {
                 tracing::warn!("clean up after the failed create of {id}: {e}");
@@ -455,8 +481,6 @@ impl Runtime {
             .with_executor(executor)
             .with_root_path(&self.root)
             .map_err(|e| anyhow!("use state directory {}: {e}", self.root.display()))?
-            .with_pid_file(req.pid_file)
-            .map_err(|e| anyhow!("use pid file: {e}"))?
             .with_console_socket(req.console_socket)
             .with_preserved_fds(req.preserve_fds);
         if let Some([stdin, stdout, stderr]) = req.stdio {
@@ -466,6 +490,7 @@ impl Runtime {
             .validate_id()
             .map_err(|e| anyhow!("use container id {id:?}: {e}"))?
             .as_init(&meta_dir)
+            .with_oci_bundle(&meta.bundle)
             .with_systemd(false)
             .with_detach(terminal)
             .with_no_pivot(req.no_pivot)
@@ -545,7 +570,13 @@ impl Runtime {
             bail!("start container {id}: it is {}, not created", status_name(c.status()));
         }
         c.start()
-            .map_err(|e| anyhow!("start container {id}: {}", libcontainer_error(&e)))
+            .map_err(|e| anyhow!("start container {id}: {}", libcontainer_error(&e)))?;
+        if let Some(pid) = c.pid() {
+            if !started::wait_for_exec(pid.as_raw(), std::time::Duration::from_secs(10)) {
+                tracing::warn!("container {id}'s process has not started its program within 10 s");
+            }
+        }
+        Ok(())
     }
 
     /// Sends `signal` to the init (or to every process). A created container's
@@ -730,11 +761,25 @@ impl Runtime {
             .map_err(|e| anyhow!("read config of container {id}: {e}"))?
             .cgroup_path;
         let m = cgroup_manager(&path, id)?;
+        // The spec's disableOOMKiller stays as create set it (runc's update keeps it too).
+        let disable_oom_killer = self
+            .effective_spec(id)
+            .ok()
+            .and_then(|s| {
+                s.linux()
+                    .as_ref()?
+                    .resources()
+                    .as_ref()?
+                    .memory()
+                    .as_ref()?
+                    .disable_oom_killer()
+            })
+            .unwrap_or(false);
         let opt = ControllerOpt {
             resources,
             freezer_state: None,
             oom_score_adj: None,
-            disable_oom_killer: false,
+            disable_oom_killer,
         };
         m.apply(&opt)
             .map_err(|e| anyhow!("update cgroup of container {id}: {e}"))
@@ -743,6 +788,7 @@ impl Runtime {
     /// Starts a process in a running container (libcontainer's tenant).
     pub fn exec(&self, req: ExecRequest<'_>) -> Result<nix::unistd::Pid> {
         let id = req.id;
+        let pid_file = req.pid_file.map(pid_file::resolve).transpose()?;
         let c = self.load(id)?;
         match c.status() {
             ContainerStatus::Running => {}
@@ -773,13 +819,11 @@ impl Runtime {
             .with_root_path(&self.root)
             .map_err(|e| anyhow!("use state directory {}: {e}", self.root.display()))?
             .with_console_socket(req.console_socket)
-            .with_pid_file(req.pid_file)
-            .map_err(|e| anyhow!("use pid file: {e}"))?
             .with_preserved_fds(req.preserve_fds);
         if let Some([stdin, stdout, stderr]) = req.stdio {
             builder = builder.with_stdin(stdin).with_stdout(stdout).with_stderr(stderr);
         }
-        builder
+        let pid = builder
             .validate_id()
             .map_err(|e| anyhow!("use container id {id:?}: {e}"))?
             .as_tenant()
@@ -787,7 +831,11 @@ impl Runtime {
             .with_process(Some(req.process))
             .with_ignore_paused(req.ignore_paused)
             .build()
-            .map_err(|e| anyhow!("exec in container {id}: {}", libcontainer_error(&e)))
+            .map_err(|e| anyhow!("exec in container {id}: {}", libcontainer_error(&e)))?;
+        if let Some(path) = &pid_file {
+            pid_file::write(path, pid.as_raw())?;
+        }
+        Ok(pid)
     }
 }
 
@@ -846,6 +894,14 @@ fn run_poststop(id: &str, mut c: Container) {
     if let Err(e) = libcontainer::hooks::run_hooks(hooks.poststop().as_ref(), Some(&c.state), None, None, None) {
         tracing::warn!("poststop hook of container {id}: {}", libcontainer_error(&e));
     }
+}
+
+/// Whether the spec names a namespace of this type (new or joined).
+pub fn has_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == typ))
 }
 
 pub fn has_new_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
@@ -970,15 +1026,18 @@ fn terminates(sig: NixSignal) -> bool {
 }
 
 /// libcontainer's errors nest their cause; show the whole chain on one line.
+/// The init's own error arrives wrapped twice ("exec process failed with
+/// error error in executing process : <chain>"); the chain is what matters.
 pub fn libcontainer_error(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
+    const WRAP: &str = "exec process failed with error error in executing process : ";
+    let mut parts: Vec<String> = Vec::new();
+    let mut next: Option<&dyn std::error::Error> = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string().replace(WRAP, "");
         if !parts.iter().any(|p| p.contains(&text)) {
             parts.push(text);
         }
-        source = s.source();
+        next = err.source();
     }
     parts.join(": ")
 }

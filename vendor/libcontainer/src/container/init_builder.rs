@@ -25,6 +25,7 @@ pub struct InitContainerBuilder {
     detached: bool,
     no_pivot: bool,
     as_sibling: bool,
+    oci_bundle: Option<PathBuf>,
 }
 
 impl InitContainerBuilder {
@@ -38,6 +39,7 @@ impl InitContainerBuilder {
             detached: true,
             no_pivot: false,
             as_sibling: false,
+            oci_bundle: None,
         }
     }
 
@@ -72,6 +74,13 @@ impl InitContainerBuilder {
         self
     }
 
+    /// claude-shim: the bundle hooks and the OCI state name, when the
+    /// config is read from a copy (see `State::oci_bundle`).
+    pub fn with_oci_bundle<P: Into<PathBuf>>(mut self, bundle: P) -> Self {
+        self.oci_bundle = Some(bundle.into());
+        self
+    }
+
     /// Creates a new container
     pub fn build(self) -> Result<Container, LibcontainerError> {
         let spec = self.load_spec()?;
@@ -85,6 +94,10 @@ impl InitContainerBuilder {
         container
             .set_systemd(self.use_systemd)
             .set_annotations(spec.annotations().clone());
+        if let Some(oci_bundle) = &self.oci_bundle {
+            container.state.oci_bundle = Some(oci_bundle.clone());
+            container.save()?;
+        }
 
         let notify_path = container_dir.join(NOTIFY_FILE);
         // convert path of root file system of the container to absolute path

@@ -132,6 +132,11 @@ pub struct State {
     /// create this group and MUST remove it when the container is deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intel_rdt_monitoring_dir: Option<PathBuf>,
+    /// claude-shim: the bundle the engine named, when the config was read
+    /// from a copy elsewhere (`bundle`). Hooks and the OCI state get this one,
+    /// so they find the engine's config.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_bundle: Option<PathBuf>,
 }
 
 impl State {
@@ -156,7 +161,13 @@ impl State {
             clean_up_intel_rdt_subdirectory: None,
             intel_rdt_dir: None,
             intel_rdt_monitoring_dir: None,
+            oci_bundle: None,
         }
+    }
+
+    /// The bundle to show hooks and OCI state readers.
+    pub fn oci_bundle(&self) -> &PathBuf {
+        self.oci_bundle.as_ref().unwrap_or(&self.bundle)
     }
 
     #[instrument(level = "trace")]
@@ -274,7 +285,7 @@ impl TryFrom<&State> for OciState {
             .version(state.oci_version.clone())
             .id(state.id.clone())
             .status(status)
-            .bundle(state.bundle.clone());
+            .bundle(state.oci_bundle().clone());
 
         // Preserve None vs empty map distinction per OCI spec
         if let Some(annotations) = &state.annotations {

@@ -65,12 +65,14 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         return crate::verify::probe::main(&args);
     }
     if cli.global.systemd_cgroup {
-        if systemd_running() {
-            anyhow::bail!("use --systemd-cgroup: this build manages cgroups through cgroupfs only");
+        if !systemd_running() {
+            anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
         }
-        anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
+        if !runtime::cgroup_v2::is_unified() {
+            anyhow::bail!("use --systemd-cgroup: this machine's cgroups are not unified (cgroup v2 only)");
+        }
     }
-    let rt = Runtime::new(cli.global.root.as_deref())?;
+    let rt = Runtime::new(cli.global.root.as_deref(), cli.global.systemd_cgroup)?;
     match cmd {
         Command::Create(a) => create::create(&rt, a),
         Command::Start(a) => create::start(&rt, a),

@@ -31,4 +31,7 @@ pub struct Meta {
     /// reused by another process is never taken for the helper.
     #[serde(default)]
     pub helper_starts: HashMap<String, u64>,
+    /// Created with `--systemd-cgroup`: the cgroup is a systemd scope.
+    #[serde(default)]
+    pub systemd_cgroup: bool,
 }

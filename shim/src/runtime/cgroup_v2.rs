@@ -139,8 +139,7 @@ pub fn delegated(needed: &[&str]) -> Result<std::result::Result<PathBuf, NotDele
         .collect();
     if !others.is_empty() {
         return Ok(Err(NotDelegated(format!(
-            "cgroup {} also holds other processes ({}), so it cannot hand controllers to containers; \
-             run claude-shim in a scope of its own",
+            "cgroup {} also holds other processes ({}), so it cannot hand controllers to containers",
             dir.display(),
             others.join(" ")
         ))));

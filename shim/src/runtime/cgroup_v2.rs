@@ -159,6 +159,34 @@ pub fn delegated(needed: &[&str]) -> Result<std::result::Result<PathBuf, NotDele
     Ok(Ok(rel))
 }
 
+/// Whether this process may move into the cgroup `target` (relative): the
+/// kernel asks for write access to cgroup.procs of the nearest common
+/// ancestor of both (cgroup-v2.rst, "Delegation Containment"). libcgroups
+/// leaves an unprivileged process that cannot move where it is, outside the
+/// container's limits, without an error; this says why beforehand.
+pub fn can_join(target: &Path) -> Result<std::result::Result<(), String>> {
+    let own = own_cgroup()?;
+    let common: PathBuf = own
+        .components()
+        .zip(target.components())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    let procs = Path::new(ROOT)
+        .join(common.strip_prefix("/").unwrap_or(&common))
+        .join("cgroup.procs");
+    if nix::unistd::access(&procs, nix::unistd::AccessFlags::W_OK).is_ok() {
+        return Ok(Ok(()));
+    }
+    Ok(Err(format!(
+        "this process's cgroup {} and the container's {} meet at {}, which uid {} may not write",
+        own.display(),
+        target.display(),
+        procs.display(),
+        nix::unistd::geteuid()
+    )))
+}
+
 /// Where a process is, by the kernel: the v2 line of /proc/PID/cgroup.
 pub fn cgroup_of(pid: i32) -> Result<PathBuf> {
     let path = format!("/proc/{pid}/cgroup");

@@ -789,6 +789,18 @@ impl Runtime {
             ContainerStatus::Paused if req.ignore_paused => {}
             s => bail!("exec in container {id}: it is {}, not running", status_name(s)),
         }
+        if !is_root() && !c.systemd() && cgroup_v2::is_unified() {
+            let path = c
+                .spec()
+                .map_err(|e| anyhow!("read config of container {id}: {e}"))?
+                .cgroup_path;
+            if let Err(why) = cgroup_v2::can_join(&path)? {
+                bail!(
+                    "exec in container {id}: the process could not join the container's cgroup: {why}; run it as `{}`",
+                    cgroup_v2::HOW_TO_DELEGATE
+                );
+            }
+        }
         let spec = self.effective_spec(id)?;
         if has_new_namespace(&spec, LinuxNamespaceType::User) {
             let pid = c

@@ -67,16 +67,14 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         return crate::verify::probe::main(&args);
     }
     if cli.global.systemd_cgroup {
-        // A deliberate difference from runc, which would hand the cgroup to systemd.
-        if systemd_running() {
-            anyhow::bail!(
-                "use --systemd-cgroup: claude-shim manages cgroups through cgroupfs only (unlike runc); \
-                 drop the flag (containerd: SystemdCgroup = false; podman: cgroup_manager = \"cgroupfs\")"
-            );
+        if !systemd_running() {
+            anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
         }
-        anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
+        if !runtime::cgroup_v2::is_unified() {
+            anyhow::bail!("use --systemd-cgroup: this machine's cgroups are not unified (cgroup v2 only)");
+        }
     }
-    let rt = Runtime::new(cli.global.root.as_deref())?;
+    let rt = Runtime::new(cli.global.root.as_deref(), cli.global.systemd_cgroup)?;
     match cmd {
         Command::Create(a) => create::create(&rt, a),
         Command::Start(a) => create::start(&rt, a),

@@ -53,4 +53,7 @@ pub struct Meta {
     /// before create (runtime/host_mounts.rs); `delete` detaches the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_mounts_before: Option<Vec<u64>>,
+    /// Created with `--systemd-cgroup`: the cgroup is a systemd scope.
+    #[serde(default)]
+    pub systemd_cgroup: bool,
 }

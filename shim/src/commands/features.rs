@@ -100,7 +100,7 @@ pub fn features_json() -> serde_json::Value {
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts", "time"],
             "capabilities": CAPABILITIES,
-            "cgroup": { "v1": true, "v2": true, "systemd": false, "systemdUser": false, "rdma": false },
+            "cgroup": { "v1": true, "v2": true, "systemd": true, "systemdUser": true, "rdma": false },
             "seccomp": {
                 "enabled": true,
                 "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",

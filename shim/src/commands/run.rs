@@ -125,6 +125,12 @@ pub fn run_bundle(
     };
     let code = foreground::wait(pid, &signals, master, fwd);
     crate::timing::mark("process exited");
+    if let Some(n) = rt.oom_kills(o.id) {
+        tracing::warn!(
+            "container {}: the kernel's OOM killer ended {n} of its processes (memory limit reached)",
+            o.id
+        );
+    }
     if !o.keep {
         if let Err(e) = rt.delete(o.id, true) {
             tracing::warn!("{e:#}");

@@ -11,6 +11,7 @@
 pub mod cgroup;
 pub mod cgroup_v1_unprivileged;
 pub mod creator;
+pub mod cgroup_v2;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
@@ -51,6 +52,8 @@ pub struct Runtime {
     pub root: PathBuf,
     /// The link to the init this process created, until it hands it over.
     creator: std::cell::RefCell<Option<creator::Link>>,
+    /// `--systemd-cgroup`: containers in transient systemd scopes (cgroup v2).
+    pub systemd_cgroup: bool,
 }
 
 /// A request to create a container.
@@ -90,7 +93,7 @@ fn is_root() -> bool {
 
 impl Runtime {
     /// The state root: `--root`, or runc's defaults under our name.
-    pub fn new(root: Option<&Path>) -> Result<Self> {
+    pub fn new(root: Option<&Path>, systemd_cgroup: bool) -> Result<Self> {
         let root = match root {
             Some(r) => r.to_path_buf(),
             None if is_root() => PathBuf::from("/run/claude-shim"),
@@ -102,6 +105,7 @@ impl Runtime {
         Ok(Self {
             root,
             creator: Default::default(),
+            systemd_cgroup,
         })
     }
 
@@ -395,6 +399,7 @@ impl Runtime {
                 .foreground
                 .then(|| crate::network::process::start_time(me).map(|s| (me, s)))
                 .flatten(),
+            systemd_cgroup: self.systemd_cgroup,
             ..Meta::default()
         };
         let result = self.create_claimed(req, spec, &cgroup_dirs, &mut meta, adapt).and_then(|c| {
@@ -491,7 +496,7 @@ impl Runtime {
             .map_err(|e| anyhow!("use container id {id:?}: {e}"))?
             .as_init(&meta_dir)
             .with_oci_bundle(&meta.bundle)
-            .with_systemd(false)
+            .with_systemd(self.systemd_cgroup)
             .with_detach(terminal)
             .with_no_pivot(req.no_pivot)
             .build()
@@ -504,6 +509,7 @@ impl Runtime {
         if let Some((path, plan)) = own_limits {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
         }
+        self.check_placed(id, &spec, &container)?;
         if let Some(plan) = network.as_mut() {
             // The init waits for `start`; its network namespace exists now.
             let pid = container
@@ -538,14 +544,42 @@ impl Runtime {
     /// hierarchy; name it after us instead, under a delegated subtree when
     /// unprivileged.
     fn default_cgroups_path(&self, spec: &mut Spec, id: &str) -> Result<()> {
+        let best_effort = spec
+            .annotations()
+            .as_ref()
+            .and_then(|a| a.get(claude_shim_bundle::annotations::BEST_EFFORT_RESOURCES))
+            .is_some_and(|v| v == "true");
         let Some(linux) = spec.linux_mut() else {
             bail!("read config.json: it has no linux section")
         };
         if linux.cgroups_path().is_some() {
             return Ok(());
         }
+        if self.systemd_cgroup {
+            // runc's slice:prefix:name; systemd names the scope claude-shim-<id>.scope.
+            let slice = if is_root() { "system.slice" } else { "user.slice" };
+            linux.set_cgroups_path(Some(PathBuf::from(format!("{slice}:claude-shim:{id}"))));
+            return Ok(());
+        }
         let path = if is_root() {
-            cgroup::configured_parent().join("claude-shim").join(id)
+            cgroup_v2::root_parent()?.join(id)
+        } else if cgroup_v2::is_unified() {
+            let needed = cgroup_v2::controllers_for(linux.resources().as_ref());
+            match cgroup_v2::delegated(&needed)? {
+                Ok(parent) => parent.join(id),
+                Err(cgroup_v2::NotDelegated(why)) if best_effort => {
+                    tracing::warn!(
+                        "container {id} runs without cgroup limits (resources.best_effort): {why}"
+                    );
+                    linux.set_resources(None);
+                    cgroup_v2::own_cgroup()?.join(id)
+                }
+                Err(cgroup_v2::NotDelegated(why)) => bail!(
+                    "find a delegated cgroup for uid {}: {why}; run it as `{}` (or set resources.best_effort = true in the policy)",
+                    nix::unistd::geteuid(),
+                    cgroup_v2::HOW_TO_DELEGATE
+                ),
+            }
         } else {
             let uid = nix::unistd::geteuid();
             let parent = PathBuf::from(format!("/claude-shim/user-{uid}"));
@@ -562,6 +596,48 @@ impl Runtime {
             Some(link) => link.hand_over(),
             None => Ok(()),
         }
+    }
+
+    /// libcgroups leaves an unprivileged container in its parent's cgroup
+    /// when it cannot create its own, silently; on cgroup v2 the kernel's
+    /// view of the init is checked instead, whenever there are limits.
+    fn check_placed(&self, id: &str, spec: &Spec, container: &Container) -> Result<()> {
+        let linux = spec.linux().as_ref();
+        let has_limits = !cgroup_v2::controllers_for(linux.and_then(|l| l.resources().as_ref())).is_empty();
+        if !has_limits || !cgroup_v2::is_unified() {
+            return Ok(());
+        }
+        let Some(pid) = container.pid() else { return Ok(()) };
+        let got = cgroup_v2::cgroup_of(pid.as_raw())?;
+        let want = linux.and_then(|l| l.cgroups_path().clone()).unwrap_or_default();
+        let placed = if self.systemd_cgroup {
+            // slice:prefix:name ends up as .../<prefix>-<name>.scope.
+            let name = want.to_string_lossy();
+            let mut parts = name.rsplitn(3, ':');
+            let (n, p) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            got.file_name()
+                .is_some_and(|f| f.to_string_lossy() == format!("{p}-{n}.scope"))
+        } else {
+            got == want
+        };
+        if !placed {
+            bail!(
+                "limit container {id}: its init runs in cgroup {}, not in {}",
+                got.display(),
+                want.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// How many of the container's processes the OOM killer ended (cgroup v2).
+    pub fn oom_kills(&self, id: &str) -> Option<u64> {
+        let c = self.load(id).ok()?;
+        let path = self.effective_spec(id).ok()?.linux().as_ref()?.cgroups_path().clone()?;
+        if c.systemd() || !cgroup_v2::is_unified() {
+            return None;
+        }
+        cgroup_v2::oom_kills(&path).filter(|n| *n > 0)
     }
 
     pub fn start(&self, id: &str) -> Result<()> {
@@ -740,7 +816,7 @@ impl Runtime {
             .spec()
             .map_err(|e| anyhow!("read config of container {id}: {e}"))?
             .cgroup_path;
-        let m = cgroup_manager(&path, id)?;
+        let m = cgroup_manager(&path, id, c.systemd())?;
         let mut pids: Vec<i32> = m
             .get_all_pids()
             .map_err(|e| anyhow!("list processes of container {id}: {e}"))?
@@ -760,7 +836,7 @@ impl Runtime {
             .spec()
             .map_err(|e| anyhow!("read config of container {id}: {e}"))?
             .cgroup_path;
-        let m = cgroup_manager(&path, id)?;
+        let m = cgroup_manager(&path, id, c.systemd())?;
         // The spec's disableOOMKiller stays as create set it (runc's update keeps it too).
         let disable_oom_killer = self
             .effective_spec(id)
@@ -794,6 +870,18 @@ impl Runtime {
             ContainerStatus::Running => {}
             ContainerStatus::Paused if req.ignore_paused => {}
             s => bail!("exec in container {id}: it is {}, not running", status_name(s)),
+        }
+        if !is_root() && !c.systemd() && cgroup_v2::is_unified() {
+            let path = c
+                .spec()
+                .map_err(|e| anyhow!("read config of container {id}: {e}"))?
+                .cgroup_path;
+            if let Err(why) = cgroup_v2::can_join(&path)? {
+                bail!(
+                    "exec in container {id}: the process could not join the container's cgroup: {why}; run it as `{}`",
+                    cgroup_v2::HOW_TO_DELEGATE
+                );
+            }
         }
         let spec = self.effective_spec(id)?;
         if has_new_namespace(&spec, LinuxNamespaceType::User) {
@@ -911,10 +999,10 @@ pub fn has_new_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
         .is_some_and(|ns| ns.iter().any(|n| n.typ() == typ && n.path().is_none()))
 }
 
-pub fn cgroup_manager(path: &Path, id: &str) -> Result<libcgroups::common::AnyCgroupManager> {
+pub fn cgroup_manager(path: &Path, id: &str, systemd: bool) -> Result<libcgroups::common::AnyCgroupManager> {
     libcgroups::common::create_cgroup_manager(CgroupConfig {
         cgroup_path: path.to_path_buf(),
-        systemd_cgroup: false,
+        systemd_cgroup: systemd,
         container_name: id.to_owned(),
     })
     .map_err(|e| anyhow!("open cgroup {}: {e}", path.display()))

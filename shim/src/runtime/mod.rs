@@ -378,7 +378,12 @@ impl Runtime {
             tracing::warn!("{w}");
         }
         self.default_cgroups_path(&mut spec, id)?;
-        let cgroup_dirs = confine_cgroups_path(&mut spec)?;
+        // A systemd scope (slice:prefix:name) is made and removed by systemd.
+        let cgroup_dirs = if self.systemd_cgroup {
+            Vec::new()
+        } else {
+            confine_cgroups_path(&mut spec)?
+        };
         if spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()).is_some() {
             require_kernel_seccomp()?;
         }
@@ -444,7 +449,7 @@ impl Runtime {
             record.cgroup_dirs = dirs.to_vec();
             self.write_meta(id, &record)
         })?;
-        meta.cgroup_own = made.len() == cgroup_dirs.len();
+        meta.cgroup_own = !cgroup_dirs.is_empty() && made.len() == cgroup_dirs.len();
         meta.cgroup_dirs = made;
         self.write_meta(id, meta)?;
         let meta_dir = self.meta_dir(id);

@@ -4,10 +4,12 @@
 //!
 //! A pipe made before libcontainer forks: the runtime holds its write end,
 //! the init (in the executor's `validate`, the last runtime code before it
-//! waits for `start`) closes its own copy of the write end and arms the read
-//! end with O_ASYNC and F_SETSIG = SIGKILL, owned by itself. When the last
+//! waits for `start`) closes its own copy of the write end, arms the read end
+//! with O_ASYNC, owned by itself, and handles SIGIO by exiting. When the last
 //! write end closes (the runtime's, however it ends) the kernel sends the
-//! init SIGKILL. Once `create` has succeeded it hands the container over by
+//! init SIGIO. (Not F_SETSIG = SIGKILL: the kernel drops a SIGKILL queued
+//! with poll information for the init of a pid namespace, which ignores
+//! every signal it has no handler for.) Once `create` has succeeded it hands the container over by
 //! clearing O_ASYNC on the read end (the flag belongs to the open file, shared
 //! with the init): the init then outlives it, as an engine expects. A
 //! foreground `run` or `sandbox` never hands over: its container dies with it.
@@ -16,9 +18,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use anyhow::{Context, Result};
 use nix::fcntl::OFlag;
-
-/// fcntl's F_SETSIG (linux/fcntl.h, __F_SETSIG), which the libc crate lacks.
-const F_SETSIG: libc::c_int = 10;
 
 /// The runtime's two ends (it keeps the read end too: the open file, and
 /// with it the init's registration, lives as long as the runtime).
@@ -52,9 +51,21 @@ impl Link {
     }
 }
 
-/// In the init: die with SIGKILL when the runtime's write end closes, and
-/// at once if it already has.
+extern "C" fn creator_gone(_: libc::c_int) {
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(1) };
+}
+
+/// In the init: exit when the runtime's write end closes, and at once if it
+/// already has. The handler goes with the init's execve.
 pub fn arm(read: RawFd, write: RawFd) -> std::io::Result<()> {
+    use nix::sys::signal::{sigaction, sigprocmask, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
+    let action = SigAction::new(SigHandler::Handler(creator_gone), SaFlags::empty(), SigSet::empty());
+    // SAFETY: the handler only calls _exit.
+    unsafe { sigaction(Signal::SIGIO, &action) }?;
+    let mut io = SigSet::empty();
+    io.add(Signal::SIGIO);
+    sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&io), None)?;
     let check = |r: libc::c_int| {
         if r < 0 {
             Err(std::io::Error::last_os_error())
@@ -67,7 +78,6 @@ pub fn arm(read: RawFd, write: RawFd) -> std::io::Result<()> {
     unsafe {
         check(libc::close(write))?;
         check(libc::fcntl(read, libc::F_SETOWN, libc::getpid()))?;
-        check(libc::fcntl(read, F_SETSIG, libc::SIGKILL))?;
         let flags = libc::fcntl(read, libc::F_GETFL);
         check(flags)?;
         check(libc::fcntl(read, libc::F_SETFL, flags | libc::O_ASYNC))?;
@@ -122,10 +132,7 @@ mod tests {
     #[test]
     fn the_init_dies_with_its_runtime_unless_handed_over() {
         let status = child_after(Link::new().unwrap(), false);
-        assert!(
-            matches!(status, WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGKILL, _)),
-            "{status:?}"
-        );
+        assert!(matches!(status, WaitStatus::Exited(_, 1)), "{status:?}");
         let status = child_after(Link::new().unwrap(), true);
         assert!(matches!(status, WaitStatus::Exited(_, 0)), "{status:?}");
     }

@@ -172,7 +172,10 @@ impl State {
 
     #[instrument(level = "trace")]
     pub fn save(&self, container_root: &Path) -> Result<()> {
-        let state_file_path = Self::file_path(container_root);
+        // claude-shim: written beside and renamed into place, so a reader (or
+        // a runtime killed half-way) never sees an empty or partial file.
+        let final_path = Self::file_path(container_root);
+        let state_file_path = container_root.join(format!(".{}.tmp", Self::STATE_FILE_PATH));
         let file = fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -213,6 +216,10 @@ impl State {
                 state_file_path: state_file_path.to_owned(),
                 source: err,
             }
+        })?;
+        fs::rename(&state_file_path, &final_path).map_err(|err| StateError::WriteStateFile {
+            state_file_path: final_path.to_owned(),
+            source: err,
         })?;
 
         Ok(())

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod cri;
 pub mod engines;
 
 pub fn workspace() -> PathBuf {

@@ -363,7 +363,11 @@ impl Cri {
             "ListContainers lists containers left behind: {containers:?}"
         );
         // The runc v2 shim runs the runtime with --root <Root>/<namespace>.
-        let state: Vec<PathBuf> = entries(&self.dir.path().join("claude-shim/k8s.io"));
+        // Containers only: the root also holds claude-shim's own .claude-shim.
+        let state: Vec<PathBuf> = entries(&self.dir.path().join("claude-shim/k8s.io"))
+            .into_iter()
+            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect();
         assert!(state.is_empty(), "claude-shim state left behind: {state:?}");
         self.stop();
         let dir = self.dir.path();

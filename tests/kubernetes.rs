@@ -113,10 +113,7 @@ fn agent_pod_under_the_admin_policy() {
                     c.linux.as_mut().unwrap().security_context.as_mut().unwrap().privileged = true;
                 })
                 .unwrap();
-            let err = cri
-                .start_container(&id)
-                .err()
-                .expect("a privileged container is refused");
+            let err = cri.start_container(&id).expect_err("a privileged container is refused");
             assert!(
                 err.message()
                     .contains("is forbidden: the admin policy allows no added devices"),

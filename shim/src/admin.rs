@@ -331,9 +331,11 @@ fn ns_name(typ: LinuxNamespaceType) -> &'static str {
 /// The host's namespaces are refused: without an entry the container shares
 /// the runtime's (user excepted: a rootful container normally runs in the
 /// host's user namespace), and a path may name the runtime's own. Other paths
-/// are another container's (a Kubernetes pod's pause container), except for
-/// the network namespace, where the policy's network mode applies only to a
-/// namespace claude-shim creates.
+/// are another container's (a Kubernetes pod's pause container, a CNI
+/// namespace). A network namespace joined that way holds interfaces someone
+/// else wired (a pod's eth0), so only network mode "none" can hold there: the
+/// runtime then confines it to loopback with a filter (network::attach).
+/// allowlist and public mode need a namespace claude-shim creates.
 fn check_namespaces(spec: &Spec, host: &dyn Host, mode: NetworkMode) -> Result<()> {
     let namespaces = spec
         .linux()
@@ -365,7 +367,7 @@ fn check_namespaces(spec: &Spec, host: &dyn Host, mode: NetworkMode) -> Result<(
                 path.display()
             );
         }
-        if n.typ() == LinuxNamespaceType::Network {
+        if n.typ() == LinuxNamespaceType::Network && mode != NetworkMode::None {
             bail!(
                 "a network namespace claude-shim did not create is forbidden: network mode {:?} applies only to its own (config.json joins {})",
                 mode.as_str(),

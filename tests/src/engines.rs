@@ -54,7 +54,7 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// Asserts `out` succeeded; returns its stdout.
-fn expect_ok(tool: &str, args: &[&str], out: Output) -> String {
+pub fn expect_ok(tool: &str, args: &[&str], out: Output) -> String {
     assert!(
         out.status.success(),
         "{tool} {args:?} failed with {:?}\nstdout: {}\nstderr: {}",
@@ -381,7 +381,7 @@ impl Drop for Podman {
 static CONTAINERD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Entries of a directory, or none when it does not exist.
-fn entries(dir: &Path) -> Vec<PathBuf> {
+pub fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(dir)
         .map(|e| e.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();

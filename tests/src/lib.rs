@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod cri;
+pub mod docker;
 pub mod engines;
 
 pub fn workspace() -> PathBuf {

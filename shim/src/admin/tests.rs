@@ -219,15 +219,18 @@ fn host_namespaces_are_refused() {
     let mut spec = engine_spec();
     set_namespace(&mut spec, LinuxNamespaceType::User, Some("/proc/1/ns/user"));
     assert!(err(&mut spec, &[admin(STRICT)]).contains("the host's user namespace is forbidden"));
-    // Another container's (a pod's pause container) ipc namespace is fine; a
-    // network namespace that is not the runtime's own is not.
+    // Another container's (a pod's pause container) ipc namespace is fine; so
+    // is a network namespace that is not the runtime's own in mode none (the
+    // runtime filters it to loopback), but not in a mode that needs its own.
     let mut spec = engine_spec();
     set_namespace(&mut spec, LinuxNamespaceType::Ipc, Some("/proc/77/ns/ipc"));
     run(&mut spec, &[admin(STRICT)]).unwrap();
     set_namespace(&mut spec, LinuxNamespaceType::Network, Some("/run/netns/cni-1"));
-    let e = err(&mut spec, &[admin(STRICT)]);
+    run(&mut spec, &[admin(STRICT)]).unwrap();
+    let public = format!("{STRICT}\n[network]\nmode = \"public\"\n");
+    let e = err(&mut spec, &[admin(&public)]);
     assert!(
-        e.starts_with("a network namespace claude-shim did not create is forbidden: network mode \"none\""),
+        e.starts_with("a network namespace claude-shim did not create is forbidden: network mode \"public\""),
         "{e}"
     );
 }

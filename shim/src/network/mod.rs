@@ -1,8 +1,10 @@
 //! The container's network, after `create` built it and before `start` runs
 //! it: the mode comes from the spec's annotations (`prepare`, before
 //! libcontainer sees the spec), and `attach` makes it so in the container's
-//! network namespace: loopback only (none), a proxy that admits the listed
-//! hosts (allowlist), or pasta behind an nftables filter (public). Helpers
+//! network namespace: loopback only (none; in a namespace someone else wired,
+//! such as a Kubernetes pod's, a filter that passes only lo), a proxy that
+//! admits the listed hosts (allowlist), or pasta behind an nftables filter
+//! (public). Helpers
 //! started here are recorded in the container's meta.json as they start and
 //! stopped at delete (`stop_helpers`). Every failure refuses the container.
 
@@ -54,6 +56,10 @@ pub struct Plan {
     /// The runtime is unprivileged: enter the container's user namespace to act on its network.
     #[serde(default)]
     pub join_user: bool,
+    /// The spec joins a network namespace by path (a pod's, made by the CRI
+    /// and wired by CNI): its interfaces are not ours to remove.
+    #[serde(default)]
+    pub joined: bool,
     #[serde(default)]
     pub pasta: Option<PathBuf>,
     #[serde(default)]
@@ -175,11 +181,15 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         mode,
         policy: raw,
         join_user: false,
+        joined: netns.path().is_some(),
         pasta: None,
         nft: None,
         ns_socket: None,
     };
     match mode {
+        Mode::None if plan.joined => {
+            plan.nft = Some(find_tool("nft", NFT_ENV, "nftables").with_context(|| what.clone())?);
+        }
         Mode::None => {}
         Mode::Allowlist => {
             let exe = crate::seal::exe_on_disk().with_context(|| format!("{what}: find claude-shim"))?;
@@ -279,7 +289,27 @@ pub fn attach(plan: &mut Plan, id: &str, state_dir: &Path, init_pid: i32, record
         bail!("use the network namespace of container {id}: it is the host's");
     }
     let ifaces = netns::interfaces(init_pid)?;
-    if ifaces.iter().any(|i| i != "lo") {
+    let foreign = ifaces.iter().any(|i| i != "lo");
+    if plan.joined && plan.mode == Mode::None {
+        // A pod's namespace: its eth0 stays (other containers of the pod
+        // share it, CNI tears it down), and an output filter passes only lo.
+        // Each container of the pod installs the same table again.
+        netns::loopback(&ns, &[]).context("bring up lo")?;
+        let nft = plan
+            .nft
+            .as_ref()
+            .ok_or_else(|| anyhow!("mode none in a joined namespace without an nft path"))?;
+        nft::install(nft, &ns, &nft::loopback_only())
+            .with_context(|| format!("confine the network namespace of container {id} to loopback"))?;
+        plan.save(state_dir)?;
+        tracing::debug!(
+            "network mode none of {id}: joined namespace with {} filtered to lo in {} ms",
+            ifaces.join(", "),
+            started.elapsed().as_millis()
+        );
+        return Ok(());
+    }
+    if foreign {
         bail!(
             "use the network namespace of container {id}: it already has interfaces ({}), only lo is expected",
             ifaces.join(", ")

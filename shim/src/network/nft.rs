@@ -1,9 +1,12 @@
-//! Public mode's egress filter: one nftables table in the container's network
-//! namespace (family inet, so IPv4 and IPv6 alike) whose output chain rejects
-//! private, local and denied destinations. pasta copies the host's routes,
-//! connected subnets included, so routes cannot do this (NOTES.md); a filter
-//! on the destination address can. The rules are written as nft JSON, applied
-//! in one transaction, then read back from the kernel and compared.
+//! Egress filters: one nftables table in the container's network namespace
+//! (family inet, so IPv4 and IPv6 alike) whose output chain rejects private,
+//! local and denied destinations (public mode), or everything but lo (mode
+//! none in a namespace the runtime joined, such as a pod's). pasta copies the
+//! host's routes, connected subnets included, so routes cannot do this
+//! (NOTES.md); a filter on the destination address can. The rules are written
+//! as nft JSON, applied in one transaction that first empties the table (the
+//! containers of a pod share one namespace, each installs the same table),
+//! then read back from the kernel and compared.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -100,10 +103,19 @@ pub fn rules(policy: &Policy, facts: &Facts) -> Vec<Value> {
     out
 }
 
-/// The transaction that creates the table, its chain and the rules.
+/// Mode none where interfaces are not the runtime's to remove: only lo.
+pub fn loopback_only() -> Vec<Value> {
+    vec![
+        json!([{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "lo"}}, accept()]),
+        json!([reject()]),
+    ]
+}
+
+/// The transaction that creates (or empties) the table, its chain and the rules.
 pub fn transaction(rules: &[Value]) -> Value {
     let mut cmds = vec![
         json!({"add": {"table": {"family": "inet", "name": TABLE}}}),
+        json!({"flush": {"table": {"family": "inet", "name": TABLE}}}),
         json!({"add": {"chain": {"family": "inet", "table": TABLE, "name": CHAIN,
             "type": "filter", "hook": "output", "prio": 0, "policy": "accept"}}}),
     ];

@@ -6,6 +6,7 @@
 //! started here are recorded in the container's meta.json as they start and
 //! stopped at delete (`stop_helpers`). Every failure refuses the container.
 
+pub mod gateway;
 pub mod netns;
 pub mod nft;
 pub mod policy;
@@ -58,6 +59,9 @@ pub struct Plan {
     pub pasta: Option<PathBuf>,
     #[serde(default)]
     pub nft: Option<PathBuf>,
+    /// The upstream URL of `claude-shim claude`'s API gateway (allowlist mode only).
+    #[serde(default)]
+    pub gateway: Option<String>,
     /// Unprivileged: where the createContainer hook sends the container's namespaces.
     #[serde(skip)]
     ns_socket: Option<std::os::fd::OwnedFd>,
@@ -171,12 +175,24 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         }
     }
 
+    let gateway = match annotations.get(gateway::ANNOTATION) {
+        Some(url) if mode == Mode::Allowlist => {
+            gateway::Upstream::parse(url).with_context(|| format!("read annotation {}", gateway::ANNOTATION))?;
+            Some(url.clone())
+        }
+        Some(_) => bail!(
+            "{what}: annotation {} needs network mode allowlist (the gateway lives in the proxy)",
+            gateway::ANNOTATION
+        ),
+        None => None,
+    };
     let mut plan = Plan {
         mode,
         policy: raw,
         join_user: false,
         pasta: None,
         nft: None,
+        gateway,
         ns_socket: None,
     };
     match mode {

@@ -42,14 +42,7 @@ pub const PASSED_ENV: &[&str] = &[
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
 ];
 
-/// `$XDG_STATE_HOME/claude-shim` (default `~/.local/state/claude-shim`).
-pub fn state_home() -> Result<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| Path::new(x).is_absolute()) {
-        return Ok(PathBuf::from(x).join("claude-shim"));
-    }
-    let home = std::env::var_os("HOME").context("find the state directory: HOME is not set")?;
-    Ok(PathBuf::from(home).join(".local/state/claude-shim"))
-}
+pub use crate::sandbox::state_home;
 
 /// The host's Claude Code configuration directory (`CLAUDE_CONFIG_DIR` or `~/.claude`).
 pub fn host_config_dir(home: &Path) -> PathBuf {

@@ -4,6 +4,7 @@
 //! through `__shell` (`claude-shim-shell`), Claude Code's
 //! CLAUDE_CODE_SHELL_PREFIX, in a sandbox rooted at the project.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 
@@ -93,13 +94,13 @@ fn per_command(args: &crate::cli::Claude) -> Result<i32> {
         .spawn()
         .with_context(|| format!("execute {}", exe.display()))
         .and_then(|mut child| {
-            // The terminal's Ctrl-C is claude's to handle; this process only waits.
-            let _ = unsafe {
-                nix::sys::signal::signal(nix::sys::signal::Signal::SIGINT, nix::sys::signal::SigHandler::SigIgn)
-            };
-            let _ = unsafe {
-                nix::sys::signal::signal(nix::sys::signal::Signal::SIGQUIT, nix::sys::signal::SigHandler::SigIgn)
-            };
+            // The terminal's Ctrl-C is claude's to handle; this process only
+            // waits. Ignored after the spawn, so claude keeps default dispositions.
+            use nix::sys::signal::{signal, SigHandler, Signal};
+            for s in [Signal::SIGINT, Signal::SIGQUIT] {
+                // SAFETY: SIG_IGN installs no handler code.
+                let _ = unsafe { signal(s, SigHandler::SigIgn) };
+            }
             child.wait().context("wait for claude")
         });
     if let Err(e) = std::fs::remove_dir_all(&shared) {
@@ -108,8 +109,6 @@ fn per_command(args: &crate::cli::Claude) -> Result<i32> {
     let status = status?;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
-
-use std::os::unix::fs::DirBuilderExt;
 
 /// `claude-shim-shell 'COMMAND'`: one Bash tool call in a sandbox rooted at
 /// the project, in the directory Claude Code runs it from.
@@ -144,7 +143,17 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
     } else {
         "/bin/sh"
     };
-    let argv = [shell.to_owned(), "-c".to_owned(), command.clone()];
+    // The command's shell is not the container's init: the kernel ignores
+    // signals init has no handler for, so `kill -INT $$` would do nothing
+    // (unsandboxed it ends the shell with 130). `; exit $?` keeps the outer
+    // shell from exec'ing into the inner one.
+    let argv = [
+        shell.to_owned(),
+        "-c".to_owned(),
+        format!("{shell} -c \"$1\"; exit $?"),
+        shell.to_owned(),
+        command.clone(),
+    ];
     let inv = sandbox::invocation(Some(&project), None, &argv, false)?;
     run_policy(rt, &policy, &inv, &mut |c| {
         if let Some(p) = c.spec.process_mut() {

@@ -67,11 +67,18 @@ pub fn run_policy(
             preserve_fds: 0,
             no_pivot: false,
             detach: false,
-            keep: false,
+            // Deleted below, once its proxy log has been read.
+            keep: true,
             stdio: None,
         };
         run_bundle(rt, opts, &crate::admin::apply, &mut Some, Some(GRACE))
     })();
+    if rt.exists(&id) {
+        sandbox::denials::report(&rt.meta_dir(&id), &id);
+        if let Err(e) = rt.delete(&id, true) {
+            tracing::warn!("{e:#}");
+        }
+    }
     lease.release();
     if let Err(e) = std::fs::remove_dir_all(&bundle) {
         tracing::warn!("remove bundle {}: {e}", bundle.display());

@@ -91,11 +91,17 @@ pub enum Command {
     Bundle(BundleArgs),
     /// Prove a policy's sandbox from inside: a probe checks every defence
     Verify(Verify),
+    /// Run Claude Code sandboxed: the whole agent (default), or each of its Bash commands (--per-command)
+    Claude(Claude),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
     #[command(name = "__probe", hide = true)]
     Probe(Probe),
+    /// One Bash command of Claude Code in a sandbox: the CLAUDE_CODE_SHELL_PREFIX
+    /// of `claude --per-command` (also run as `claude-shim-shell CMD`) (internal)
+    #[command(name = "__shell", hide = true)]
+    Shell(Shell),
     // Internal: helpers `create` starts beside a container.
     #[command(name = "__network", hide = true)]
     Network(crate::network::HelperArgs),
@@ -114,6 +120,26 @@ pub struct Sandbox {
     pub rootfs: Option<PathBuf>,
     /// The command and its arguments
     #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct Claude {
+    /// Policy file, or `agent` / `offline` for the embedded ones (default: agent)
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Run claude on the host and each of its Bash commands in a sandbox rooted at the project
+    #[arg(long)]
+    pub per_command: bool,
+    /// Arguments for claude
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct Shell {
+    /// The whole command string, as Claude Code passes it
+    #[arg(allow_hyphen_values = true)]
     pub command: Vec<String>,
 }
 

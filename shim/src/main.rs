@@ -4,6 +4,7 @@
 
 mod admin;
 mod bounded;
+mod claude;
 mod cli;
 mod commands;
 mod logging;
@@ -51,7 +52,13 @@ fn io_text(e: &std::io::Error) -> String {
 fn needs_seal(cmd: &Command) -> bool {
     matches!(
         cmd,
-        Command::Create(_) | Command::Run(_) | Command::Exec(_) | Command::Sandbox(_) | Command::Verify(_)
+        Command::Create(_)
+            | Command::Run(_)
+            | Command::Exec(_)
+            | Command::Sandbox(_)
+            | Command::Verify(_)
+            | Command::Claude(_)
+            | Command::Shell(_)
     )
 }
 
@@ -93,6 +100,8 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Sandbox(a) => sandbox::sandbox(&rt, a),
         Command::Bundle(a) => sandbox::bundle(a),
         Command::Verify(a) => verify::verify(&rt, a),
+        Command::Claude(a) => commands::claude::claude(&rt, a),
+        Command::Shell(a) => commands::claude::shell(&rt, &a.command),
         Command::Probe(_) => unreachable!("handled above"),
         Command::Network(a) => network::run_helper(a),
     }
@@ -104,7 +113,16 @@ fn systemd_running() -> bool {
 
 /// clap's usage errors as one line, with runc's exit status.
 fn parse_cli() -> Cli {
-    match Cli::try_parse() {
+    // `claude-shim-shell CMD` (a link to this binary) is `claude-shim __shell CMD`:
+    // CLAUDE_CODE_SHELL_PREFIX names one program and passes one argument.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let called = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name().map(|n| n.to_os_string()));
+    if called.as_deref() == Some(std::ffi::OsStr::new(commands::claude::SHELL_ENTRY)) {
+        argv.splice(1..1, ["__shell".into(), "--".into()]);
+    }
+    match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {

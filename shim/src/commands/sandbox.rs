@@ -22,9 +22,30 @@ fn is_tty(fd: i32) -> bool {
 pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     // A Ctrl-C from here on is handled, not fatal: nothing may be left behind.
     foreground::defer_termination()?;
-    let terminal = is_tty(std::io::stdin().as_raw_fd()) && is_tty(std::io::stdout().as_raw_fd());
     let policy = sandbox::load_policy(args.policy.as_deref())?;
-    let inv = sandbox::invocation(args.workdir.as_deref(), args.rootfs.as_deref(), &args.command, terminal)?;
+    let inv = sandbox::invocation(
+        args.workdir.as_deref(),
+        args.rootfs.as_deref(),
+        &args.command,
+        caller_has_terminal(),
+    )?;
+    run_policy(rt, &policy, &inv, &mut |_| Ok(()))
+}
+
+/// Both stdin and stdout are terminals: the sandbox gets a pseudo-terminal.
+pub fn caller_has_terminal() -> bool {
+    is_tty(std::io::stdin().as_raw_fd()) && is_tty(std::io::stdout().as_raw_fd())
+}
+
+/// Compiles `policy` for `inv`, lets `edit` adjust the compiled spec, runs
+/// it to the end and removes everything made for it. Returns the exit code.
+/// The caller has called `foreground::defer_termination`.
+pub fn run_policy(
+    rt: &Runtime,
+    policy: &claude_shim_bundle::Policy,
+    inv: &claude_shim_bundle::Invocation,
+    edit: &mut dyn FnMut(&mut claude_shim_bundle::Compiled) -> Result<()>,
+) -> Result<i32> {
     let id = generated_id("sandbox");
     let ours = rt.root.join(".claude-shim");
     std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
@@ -33,7 +54,8 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     // remove a placeholder this one is about to mount.
     let mut lease = Lease::acquire(&ours, &inv.workdir)?;
     let result = (|| {
-        let mut compiled = sandbox::compile_policy(&policy, &inv, Some(&ours))?;
+        let mut compiled = sandbox::compile_policy(policy, inv, Some(&ours))?;
+        edit(&mut compiled)?;
         sandbox::share_skeleton(&mut compiled, &ours)?;
         crate::timing::mark("policy compiled");
         lease.create(&compiled.placeholders)?;
@@ -48,11 +70,18 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
             preserve_fds: 0,
             no_pivot: false,
             detach: false,
-            keep: false,
+            // Deleted below, once its proxy log has been read.
+            keep: true,
             stdio: None,
         };
         run_bundle(rt, opts, &crate::admin::apply, &mut Some, Some(GRACE))
     })();
+    if rt.exists(&id) {
+        sandbox::denials::report(&rt.meta_dir(&id), &id);
+        if let Err(e) = rt.delete(&id, true) {
+            tracing::warn!("{e:#}");
+        }
+    }
     lease.release();
     if let Err(e) = std::fs::remove_dir_all(&bundle) {
         tracing::warn!("remove bundle {}: {e}", bundle.display());

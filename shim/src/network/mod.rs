@@ -8,6 +8,7 @@
 //! started here are recorded in the container's meta.json as they start and
 //! stopped at delete (`stop_helpers`). Every failure refuses the container.
 
+pub mod gateway;
 pub mod netns;
 pub mod nft;
 pub mod policy;
@@ -64,6 +65,9 @@ pub struct Plan {
     pub pasta: Option<PathBuf>,
     #[serde(default)]
     pub nft: Option<PathBuf>,
+    /// The upstream URL of `claude-shim claude`'s API gateway (allowlist mode only).
+    #[serde(default)]
+    pub gateway: Option<String>,
     /// Unprivileged: where the createContainer hook sends the container's namespaces.
     #[serde(skip)]
     ns_socket: Option<std::os::fd::OwnedFd>,
@@ -177,6 +181,17 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         }
     }
 
+    let gateway = match annotations.get(gateway::ANNOTATION) {
+        Some(url) if mode == Mode::Allowlist => {
+            gateway::Upstream::parse(url).with_context(|| format!("read annotation {}", gateway::ANNOTATION))?;
+            Some(url.clone())
+        }
+        Some(_) => bail!(
+            "{what}: annotation {} needs network mode allowlist (the gateway lives in the proxy)",
+            gateway::ANNOTATION
+        ),
+        None => None,
+    };
     let mut plan = Plan {
         mode,
         policy: raw,
@@ -184,6 +199,7 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         joined: netns.path().is_some(),
         pasta: None,
         nft: None,
+        gateway,
         ns_socket: None,
     };
     match mode {

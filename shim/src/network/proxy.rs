@@ -66,6 +66,8 @@ struct Shared {
     blocked: Vec<IpNet>,
     log: Log,
     active: AtomicUsize,
+    /// `claude-shim claude`'s API gateway, when the plan asks for one.
+    gateway: Option<super::gateway::Gateway>,
 }
 
 /// The host's own networks join the fixed blocked ranges: the proxy connects
@@ -110,10 +112,18 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
         .ok_or_else(|| anyhow!("find the init of container {} (pid {})", opts.id, opts.init_pid))?;
     let plan = Plan::load(&opts.state_dir)?;
     let ns = netns::NsFds::inherited(plan.join_user);
-    let addrs = [
+    let mut addrs = vec![
         SocketAddrV4::new([127, 0, 0, 1].into(), HTTP_PORT),
         SocketAddrV4::new([127, 0, 0, 1].into(), SOCKS_PORT),
     ];
+    // The credential is read here, outside, before privileges are dropped.
+    let gateway = match &plan.gateway {
+        Some(url) => Some(super::gateway::Gateway::new(url)?),
+        None => None,
+    };
+    if gateway.is_some() {
+        addrs.push(SocketAddrV4::new([127, 0, 0, 1].into(), super::gateway::PORT));
+    }
     let mut fds = netns::loopback(&ns, &addrs).with_context(|| {
         format!(
             "listen on 127.0.0.1:{HTTP_PORT} and :{SOCKS_PORT} in container {}",
@@ -121,6 +131,11 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
         )
     })?;
     drop(ns);
+    let gateway_listener: Option<TcpListener> = if gateway.is_some() {
+        Some(fds.pop().map(Into::into).context("the gateway listener")?)
+    } else {
+        None
+    };
     let socks: TcpListener = fds.pop().map(Into::into).context("the SOCKS listener")?;
     let http: TcpListener = fds.pop().map(Into::into).context("the HTTP listener")?;
     let log = Log::open(&opts.state_dir.join("proxy.log"), &opts.id)?;
@@ -129,6 +144,7 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
         blocked: host_blocked(),
         log,
         active: AtomicUsize::new(0),
+        gateway,
     });
     drop_privileges()?;
 
@@ -143,7 +159,9 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
     }
     mask.thread_block().context("block signals")?;
     let sigfd = nix::sys::signalfd::SignalFd::new(&mask).context("create a signalfd")?;
-    for (listener, kind) in [(http, Kind::Http), (socks, Kind::Socks)] {
+    let mut listeners = vec![(http, Kind::Http), (socks, Kind::Socks)];
+    listeners.extend(gateway_listener.map(|l| (l, Kind::Gateway)));
+    for (listener, kind) in listeners {
         let shared = shared.clone();
         std::thread::Builder::new()
             .name(format!("{kind:?}"))
@@ -187,6 +205,7 @@ fn wait_for_end(init: &OwnedFd, sigfd: &nix::sys::signalfd::SignalFd) -> String 
 enum Kind {
     Http,
     Socks,
+    Gateway,
 }
 
 fn accept_loop(listener: TcpListener, kind: Kind, shared: Arc<Shared>) {
@@ -215,6 +234,11 @@ fn accept_loop(listener: TcpListener, kind: Kind, shared: Arc<Shared>) {
             match kind {
                 Kind::Http => serve_http(stream, peer, &shared2),
                 Kind::Socks => serve_socks(stream, peer, &shared2),
+                Kind::Gateway => {
+                    if let Some(gw) = &shared2.gateway {
+                        super::gateway::serve(stream, peer, gw, &shared2.log)
+                    }
+                }
             }
             shared2.active.fetch_sub(1, Ordering::SeqCst);
         });

@@ -3,6 +3,7 @@
 //! this machine (`host`), written as a bundle, and run by the runtime like any
 //! other; everything made for the run is removed on the way out.
 
+pub mod denials;
 pub mod env_index;
 pub mod host;
 pub mod lease;
@@ -11,6 +12,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use claude_shim_bundle::{compile, write_bundle, Compiled, Invocation, Placeholder, Policy, WriteOptions};
+
+/// `$XDG_STATE_HOME/claude-shim` (default `~/.local/state/claude-shim`):
+/// what claude-shim keeps for the user (logs of the last runs, the agent's
+/// configuration of `claude`).
+pub fn state_home() -> Result<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| Path::new(x).is_absolute()) {
+        return Ok(PathBuf::from(x).join("claude-shim"));
+    }
+    let home = std::env::var_os("HOME").context("find the state directory: HOME is not set")?;
+    Ok(PathBuf::from(home).join(".local/state/claude-shim"))
+}
 
 /// `--policy`: a path, or the name of an embedded policy (`agent`, `offline`).
 pub fn load_policy(arg: Option<&str>) -> Result<Policy> {

@@ -1,0 +1,267 @@
+//! What `claude-shim claude` needs to know about Claude Code: where its
+//! configuration lives, the agent's own copy of it (seeded from the host's,
+//! never the credentials, with first-run state prepared so it starts
+//! offline), the project a per-command sandbox is rooted at, and the policy
+//! changes each mode makes. The sandboxing itself is `sandbox`'s.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use claude_shim_bundle::policy::values::{BindPath, EnvName, EnvPattern, NetworkMode, WorkdirPath};
+use claude_shim_bundle::Policy;
+use serde_json::{json, Value};
+
+use crate::network::gateway;
+
+/// The key the agent holds: worthless, so that reading it gains nothing.
+pub const PLACEHOLDER_KEY: &str = "sk-ant-claude-shim-placeholder-the-gateway-holds-the-key";
+
+/// What of the host's configuration the agent's starts with. Never
+/// `.credentials.json`, never `.claude.json` (it holds MCP servers and
+/// per-project state of the host's agent).
+pub const SEEDED: &[&str] = &[
+    "CLAUDE.md",
+    "settings.json",
+    "agents",
+    "commands",
+    "plugins",
+    "skills",
+    "output-styles",
+];
+
+/// The caller's variables a sandboxed agent keeps (model choice and quiet
+/// modes); the credential and the base URL are the gateway's.
+pub const PASSED_ENV: &[&str] = &[
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+];
+
+pub use crate::sandbox::state_home;
+
+/// The host's Claude Code configuration directory (`CLAUDE_CONFIG_DIR` or `~/.claude`).
+pub fn host_config_dir(home: &Path) -> PathBuf {
+    match std::env::var_os("CLAUDE_CONFIG_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => home.join(".claude"),
+    }
+}
+
+/// The agent's configuration directory: created, seeded from `host` where
+/// it has nothing yet, first-run state prepared. Returns its path.
+pub fn prepare_config_dir(dir: &Path, host: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    for name in SEEDED {
+        let (from, to) = (host.join(name), dir.join(name));
+        if to.symlink_metadata().is_ok() || from.symlink_metadata().is_err() {
+            continue;
+        }
+        copy_tree(&from, &to).with_context(|| format!("seed {} from {}", to.display(), from.display()))?;
+    }
+    let state = dir.join(".claude.json");
+    let mut v: Value = match std::fs::read(&state) {
+        Ok(raw) => serde_json::from_slice(&raw).with_context(|| format!("parse {}", state.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
+        Err(e) => return Err(e).with_context(|| format!("read {}", state.display())),
+    };
+    first_run_state(&mut v);
+    let tmp = dir.join(".claude.json.claude-shim.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&v)?).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &state).with_context(|| format!("write {}", state.display()))
+}
+
+/// Onboarding done (it would contact api.anthropic.com directly, whatever
+/// the base URL) and the placeholder key approved (the TUI asks once about
+/// a key found in the environment; it keeps the key's last 20 characters).
+pub fn first_run_state(v: &mut Value) {
+    if !v.is_object() {
+        *v = json!({});
+    }
+    v["hasCompletedOnboarding"] = json!(true);
+    let tail: String = PLACEHOLDER_KEY[PLACEHOLDER_KEY.len() - 20..].to_owned();
+    let responses = &mut v["customApiKeyResponses"];
+    if !responses.is_object() {
+        *responses = json!({"approved": [], "rejected": []});
+    }
+    let approved = &mut responses["approved"];
+    if !approved.is_array() {
+        *approved = json!([]);
+    }
+    let list = approved.as_array_mut().expect("made an array above");
+    if !list.iter().any(|x| x.as_str() == Some(&tail)) {
+        list.push(json!(tail));
+    }
+}
+
+/// Copies regular files and directories; symlinks and anything else are
+/// skipped (a link could point at the credentials).
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let m = from.symlink_metadata()?;
+    if m.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            copy_tree(&e.path(), &to.join(e.file_name()))?;
+        }
+    } else if m.is_file() {
+        std::fs::copy(from, to)?;
+    }
+    Ok(())
+}
+
+/// The caller's upstream: their `ANTHROPIC_BASE_URL`, or the API's.
+pub fn upstream() -> Result<String> {
+    let url = std::env::var("ANTHROPIC_BASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| "https://api.anthropic.com".to_owned());
+    gateway::Upstream::parse(&url).context("use ANTHROPIC_BASE_URL as the gateway's upstream")?;
+    Ok(url)
+}
+
+/// Refuses a start without a credential for the gateway to add.
+pub fn require_credential() -> Result<()> {
+    if gateway::Credential::from_env().is_none() {
+        bail!(
+            "start the API gateway: no credential in the environment (set one of {})",
+            gateway::CREDENTIAL_VARS.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn env_name(s: &str) -> EnvName {
+    EnvName::try_from(s.to_owned()).expect("a fixed variable name")
+}
+
+/// The whole-agent policy: `base` plus the agent's own writable
+/// configuration directory, the gateway's address and the placeholder key.
+/// Network mode none becomes allowlist with nothing allowed (the gateway
+/// lives in the proxy); public is refused (its egress has no gateway).
+pub fn whole_agent_policy(mut base: Policy, config_dir: &Path) -> Result<Policy> {
+    match base.network.mode {
+        NetworkMode::Allowlist => {}
+        NetworkMode::None => {
+            base.network.mode = NetworkMode::Allowlist;
+            base.network.allow.clear();
+        }
+        NetworkMode::Public => {
+            bail!(
+                "run claude in policy {}: network mode public has no API gateway; use allowlist or none",
+                base.origin
+            )
+        }
+    }
+    let dir = config_dir.to_str().context("the state directory's path is not UTF-8")?;
+    base.filesystem
+        .writable
+        .push(BindPath::try_from(dir.to_owned()).map_err(|e| anyhow::anyhow!("{e}"))?);
+    // When the working directory is the home, its .claude.json stays read-only too.
+    if let Ok(p) = WorkdirPath::new(".claude.json") {
+        base.filesystem.protected.push(p);
+    }
+    for name in PASSED_ENV {
+        base.environment
+            .allow
+            .push(EnvPattern::try_from((*name).to_owned()).expect("a fixed variable name"));
+    }
+    let set = &mut base.environment.set;
+    set.insert(env_name("ANTHROPIC_BASE_URL"), gateway::BASE_URL.to_owned());
+    set.insert(env_name("ANTHROPIC_API_KEY"), PLACEHOLDER_KEY.to_owned());
+    set.insert(env_name("CLAUDE_CONFIG_DIR"), dir.to_owned());
+    set.insert(env_name("DISABLE_AUTOUPDATER"), "1".to_owned());
+    Ok(base)
+}
+
+/// The project a per-command sandbox is rooted at: the git top level of
+/// `start`, else `start` itself.
+pub fn project_root(start: &Path) -> PathBuf {
+    for dir in start.ancestors() {
+        if dir.join(".git").exists() {
+            return dir.to_path_buf();
+        }
+    }
+    start.to_path_buf()
+}
+
+/// Finds `claude` on PATH (absolute, symlinks resolved, so the same file
+/// runs inside, where the host's / is mounted read-only).
+pub fn find_claude() -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for d in std::env::split_paths(&path) {
+        let p = d.join("claude");
+        if p.is_file() && nix::unistd::access(&p, nix::unistd::AccessFlags::X_OK).is_ok() {
+            return Ok(p);
+        }
+    }
+    bail!("find claude: it is not on PATH (npm install -g @anthropic-ai/claude-code)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_run_state_keeps_what_is_there() {
+        let mut v = json!({"theme": "dark", "customApiKeyResponses": {"approved": ["x"], "rejected": ["y"]}});
+        first_run_state(&mut v);
+        first_run_state(&mut v);
+        assert_eq!(v["theme"], "dark");
+        assert_eq!(v["hasCompletedOnboarding"], true);
+        assert_eq!(
+            v["customApiKeyResponses"]["approved"],
+            json!(["x", &PLACEHOLDER_KEY[PLACEHOLDER_KEY.len() - 20..]])
+        );
+        assert_eq!(v["customApiKeyResponses"]["rejected"], json!(["y"]));
+        let mut bad = json!([1]);
+        first_run_state(&mut bad);
+        assert_eq!(bad["hasCompletedOnboarding"], true);
+    }
+
+    #[test]
+    fn seeding_copies_settings_never_credentials() {
+        let t = tempfile::tempdir().unwrap();
+        let (host, dir) = (t.path().join("host"), t.path().join("agent"));
+        std::fs::create_dir_all(host.join("agents")).unwrap();
+        std::fs::write(host.join("settings.json"), "{\"a\":1}").unwrap();
+        std::fs::write(host.join("agents/x.md"), "x").unwrap();
+        std::fs::write(host.join(".credentials.json"), "secret").unwrap();
+        std::os::unix::fs::symlink(host.join(".credentials.json"), host.join("CLAUDE.md")).unwrap();
+        prepare_config_dir(&dir, &host).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("settings.json")).unwrap(), "{\"a\":1}");
+        assert_eq!(std::fs::read_to_string(dir.join("agents/x.md")).unwrap(), "x");
+        assert!(!dir.join(".credentials.json").exists());
+        assert!(!dir.join("CLAUDE.md").exists(), "a symlink is not followed");
+        // The agent's own edits stay.
+        std::fs::write(dir.join("settings.json"), "{}").unwrap();
+        prepare_config_dir(&dir, &host).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("settings.json")).unwrap(), "{}");
+        let state: Value = serde_json::from_slice(&std::fs::read(dir.join(".claude.json")).unwrap()).unwrap();
+        assert_eq!(state["hasCompletedOnboarding"], true);
+    }
+
+    #[test]
+    fn the_project_is_the_git_top_level() {
+        let t = tempfile::tempdir().unwrap();
+        let sub = t.path().join("repo/a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert_eq!(project_root(&sub), sub);
+        std::fs::create_dir(t.path().join("repo/.git")).unwrap();
+        assert_eq!(project_root(&sub), t.path().join("repo"));
+    }
+
+    #[test]
+    fn the_whole_agent_policy_has_the_gateway_and_no_key() {
+        let p = whole_agent_policy(Policy::embedded_offline(), Path::new("/s/claude")).unwrap();
+        assert_eq!(p.network.mode, NetworkMode::Allowlist);
+        assert!(p.network.allow.is_empty());
+        assert_eq!(p.environment.set[&env_name("ANTHROPIC_API_KEY")], PLACEHOLDER_KEY);
+        assert_eq!(p.environment.set[&env_name("ANTHROPIC_BASE_URL")], gateway::BASE_URL);
+        assert_eq!(p.environment.set[&env_name("CLAUDE_CONFIG_DIR")], "/s/claude");
+    }
+}

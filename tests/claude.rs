@@ -1,0 +1,391 @@
+//! `claude-shim claude` end to end with the real `claude` CLI, driven by a
+//! mock of the Messages API (tests/src/mock_api.rs): the whole agent in the
+//! sandbox with the key held by the gateway outside, the hook-planting
+//! attack on the host's configuration, and `--per-command` through
+//! `claude-shim-shell`; as root and as the unprivileged test user.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use claude_shim_e2e::mock_api::MockApi;
+use claude_shim_e2e::*;
+
+/// The real key, in two halves: the probe joins them at run time, so the
+/// command text (kept in the agent's transcript) never holds the whole key.
+const KEY_A: &str = "sk-ant-api03-REAL";
+const KEY_B: &str = "-e2e-3f9c0d1e7a";
+
+fn real_key() -> String {
+    format!("{KEY_A}{KEY_B}")
+}
+
+/// A project and a home with a host Claude Code configuration in them.
+struct World {
+    dir: tempfile::TempDir,
+    home: PathBuf,
+    proj: PathBuf,
+    root: PathBuf,
+    owner: Option<(u32, u32)>,
+}
+
+fn world(owner: Option<(u32, u32)>) -> World {
+    require_root();
+    // Not under /tmp or /var/tmp, which are the sandbox's own: in the test
+    // user's home (hack/setup makes it), which that user can reach.
+    let parent = PathBuf::from("/home/claude-shim-test");
+    test_user();
+    let dir = tempfile::Builder::new()
+        .prefix("claude-shim-claude-")
+        .tempdir_in(&parent)
+        .unwrap();
+    let home = dir.path().join("home");
+    let proj = dir.path().join("proj");
+    let root = dir.path().join("state");
+    for d in [home.join(".claude"), proj.join(".git"), root.clone()] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(home.join(".claude/settings.json"), "{\"theme\": \"host\"}\n").unwrap();
+    std::fs::write(home.join(".claude/CLAUDE.md"), "host memory\n").unwrap();
+    std::fs::write(home.join(".claude/.credentials.json"), "{\"secret\": \"oauth\"}\n").unwrap();
+    std::fs::write(home.join(".claude.json"), "{\"numStartups\": 3}\n").unwrap();
+    if let Some((uid, gid)) = owner {
+        let ok = Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let proj = std::fs::canonicalize(proj).unwrap();
+    World {
+        dir,
+        home,
+        proj,
+        root,
+        owner,
+    }
+}
+
+impl World {
+    /// `program args` as the world's user, with a clean environment holding
+    /// the key and pointing at the mock.
+    fn command(&self, program: &Path, mock: &MockApi) -> Command {
+        let mut c = match self.owner {
+            None => Command::new(program),
+            Some((uid, gid)) => {
+                let mut c = Command::new("setpriv");
+                c.args([
+                    format!("--reuid={uid}"),
+                    format!("--regid={gid}"),
+                    "--clear-groups".into(),
+                    "--".into(),
+                ]);
+                c.arg(program);
+                c
+            }
+        };
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("ANTHROPIC_BASE_URL", mock.url())
+            .env("ANTHROPIC_API_KEY", real_key())
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .current_dir(&self.proj)
+            .stdin(Stdio::null());
+        if self.owner.is_some() {
+            c.env("XDG_RUNTIME_DIR", &self.root);
+        }
+        c
+    }
+
+    /// `claude-shim claude [mode...] -- -p ...`, to its end.
+    fn claude(&self, mode: &[&str], mock: &MockApi) -> Output {
+        let mut c = self.command(&shim_path(), mock);
+        c.arg("--root").arg(&self.root).arg("claude").args(mode);
+        if !mode.contains(&"--") {
+            c.arg("--");
+        }
+        c.args(["-p", "run the test command", "--allowedTools", "Bash"]);
+        c.args(["--output-format", "stream-json", "--verbose"]);
+        output_of(c, self.dir.path())
+    }
+
+    /// The host's Claude Code files, to compare before and after.
+    fn host_config(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = vec![(
+            self.home.join(".claude.json"),
+            std::fs::read(self.home.join(".claude.json")).unwrap_or_default(),
+        )];
+        let mut stack = vec![self.home.join(".claude")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    out.push((e.path(), std::fs::read(e.path()).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn assert_nothing_left(&self) {
+        let ours = self.root.join(".claude-shim");
+        let left: Vec<_> = std::fs::read_dir(&ours)
+            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "left in {}: {left:?}", ours.display());
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// What a user checks from inside: no capabilities, the seccomp filter, no
+/// nested user namespace, a read-only /etc, the host's Claude Code
+/// configuration not writable, and no copy of the real key anywhere.
+fn probe() -> String {
+    format!(
+        r#"grep -E '^(CapEff|Seccomp):' /proc/self/status
+unshare -U true 2>/dev/null && echo USERNS=open || echo USERNS=refused
+touch /etc/claude-shim-probe 2>/dev/null && echo ETC=rw || echo ETC=ro
+echo '{{}}' >> "$HOME/.claude/settings.json" 2>/dev/null && echo SETTINGS=written || echo SETTINGS=refused
+echo '{{}}' >> "$HOME/.claude.json" 2>/dev/null && echo STATE=written || echo STATE=refused
+K={KEY_A}; K="$K{KEY_B}"
+echo KEYENV=$(env | grep -cF -- "$K")
+echo KEYFILES=$(grep -rlsF -- "$K" /proc/[0-9]*/environ /proc/[0-9]*/cmdline "$HOME" ${{CLAUDE_CONFIG_DIR:-}} "$PWD" /tmp 2>/dev/null | wc -l)"#
+    )
+}
+
+fn assert_probe(result: &str) {
+    for want in [
+        "CapEff:\t0000000000000000",
+        "Seccomp:\t2",
+        "USERNS=refused",
+        "ETC=ro",
+        "SETTINGS=refused",
+        "STATE=refused",
+        "KEYENV=0",
+        "KEYFILES=0",
+    ] {
+        assert!(result.contains(want), "tool_result lacks {want:?}:\n{result}");
+    }
+}
+
+fn assert_ran(out: &Output, mock: &MockApi, results: usize) -> Vec<String> {
+    let got = mock.tool_results();
+    assert!(
+        out.status.success() && got.len() >= results,
+        "claude exited {:?} with {} tool_results (want {results})\nstdout: {}\nstderr: {}",
+        out.status,
+        got.len(),
+        text(&out.stdout)
+            .chars()
+            .rev()
+            .take(3000)
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect::<String>(),
+        text(&out.stderr)
+    );
+    got
+}
+
+fn whole_agent(owner: Option<(u32, u32)>) {
+    let w = world(owner);
+    let mock = MockApi::start(&[&probe()]);
+    let before = w.host_config();
+    let out = w.claude(&[], &mock);
+    let results = assert_ran(&out, &mock, 1);
+    eprintln!("whole agent tool_result:\n{}", results[0]);
+    assert_probe(&results[0]);
+    // The agent's own configuration directory, seeded, never the credentials.
+    let agent = w.home.join(".local/state/claude-shim/claude");
+    assert_eq!(
+        std::fs::read_to_string(agent.join("CLAUDE.md")).unwrap(),
+        "host memory\n"
+    );
+    assert!(!agent.join(".credentials.json").exists());
+    // The upstream got the real key on every request, never the placeholder.
+    let seen = mock.seen();
+    assert!(seen.len() >= 2);
+    for s in &seen {
+        assert_eq!(
+            s.api_key.as_deref(),
+            Some(real_key().as_str()),
+            "request {} had another key",
+            s.path
+        );
+        assert!(
+            s.authorization.is_none(),
+            "request {} had an Authorization header",
+            s.path
+        );
+    }
+    assert!(
+        w.host_config() == before,
+        "the host's ~/.claude or ~/.claude.json changed"
+    );
+    w.assert_nothing_left();
+}
+
+#[test]
+fn whole_agent_as_root() {
+    whole_agent(None);
+}
+
+#[test]
+fn whole_agent_rootless() {
+    whole_agent(Some(test_user()));
+}
+
+/// The escape of the issue: a command of the agent plants a SessionStart
+/// hook in the host's settings and an MCP server in the host's
+/// ~/.claude.json, for the next unsandboxed `claude` to run as the user.
+#[test]
+fn hook_planting_fails() {
+    let w = world(None);
+    let marker_hook = w.dir.path().join("hook-ran");
+    let marker_mcp = w.dir.path().join("mcp-ran");
+    let hook = format!(
+        r#"{{"hooks":{{"SessionStart":[{{"hooks":[{{"type":"command","command":"touch {}"}}]}}]}}}}"#,
+        marker_hook.display()
+    );
+    let mcp = format!(
+        r#"{{"hasCompletedOnboarding":true,"mcpServers":{{"planted":{{"type":"stdio","command":"touch","args":["{}"]}}}}}}"#,
+        marker_mcp.display()
+    );
+    let attack = format!(
+        "printf '%s' '{hook}' > \"$HOME/.claude/settings.json\" && echo HOOK=planted || echo HOOK=refused\n\
+         printf '%s' '{mcp}' > \"$HOME/.claude.json\" && echo MCP=planted || echo MCP=refused"
+    );
+    let mock = MockApi::start(&[&attack]);
+    // As agents run in a sandbox: no permission prompts, only the sandbox in the way.
+    let out = w.claude(&["--", "--dangerously-skip-permissions"], &mock);
+    let results = assert_ran(&out, &mock, 1);
+    eprintln!("attack tool_result:\n{}", results[0]);
+    assert!(
+        results[0].contains("HOOK=refused") && results[0].contains("MCP=refused"),
+        "{}",
+        results[0]
+    );
+
+    // The next unsandboxed claude on the host runs nothing planted...
+    let host = |w: &World| {
+        let claude = PathBuf::from("/usr/bin/claude");
+        let mut c = w.command(&claude, &mock);
+        c.args(["-p", "hello", "--output-format", "stream-json", "--verbose"]);
+        let out = output_of(c, w.dir.path());
+        assert!(out.status.success(), "host claude: {}", text(&out.stderr));
+    };
+    host(&w);
+    assert!(
+        !marker_hook.exists() && !marker_mcp.exists(),
+        "a planted hook or MCP server ran on the host"
+    );
+    // ...while the same files written by the user do run: the check can fail.
+    std::fs::write(w.home.join(".claude/settings.json"), &hook).unwrap();
+    host(&w);
+    assert!(
+        marker_hook.exists(),
+        "control: a SessionStart hook in the host's settings did not run"
+    );
+    w.assert_nothing_left();
+}
+
+fn per_command(owner: Option<(u32, u32)>) {
+    let w = world(owner);
+    let mock = MockApi::start(&[&probe(), "mkdir -p sub && cd sub", "pwd"]);
+    let out = w.claude(&["--per-command"], &mock);
+    let results = assert_ran(&out, &mock, 3);
+    eprintln!("per-command tool_results:\n{}", results.join("\n---\n"));
+    // Claude runs on the host with the key; its commands see none of it.
+    assert_probe(&results[0]);
+    assert_eq!(
+        results[2].trim(),
+        w.proj.join("sub").to_str().unwrap(),
+        "the cd of one call is not the directory of the next"
+    );
+    assert!(w.proj.join("sub").is_dir(), "the project is shared with the host");
+    w.assert_nothing_left();
+}
+
+#[test]
+fn per_command_as_root() {
+    per_command(None);
+}
+
+#[test]
+fn per_command_rootless() {
+    per_command(Some(test_user()));
+}
+
+/// The entry point Claude Code calls: output bytes and exit codes as the
+/// same command gives unsandboxed.
+#[test]
+fn shell_entry_keeps_bytes_and_exit_codes() {
+    let w = world(None);
+    let link = w.dir.path().join("claude-shim-shell");
+    std::os::unix::fs::symlink(shim_path(), &link).unwrap();
+    let run = |program: &Path, args: &[&str]| {
+        let mut c = Command::new(program);
+        c.args(args)
+            .current_dir(&w.proj)
+            .env("XDG_RUNTIME_DIR", &w.root)
+            .stdin(Stdio::null());
+        output_of(c, w.dir.path())
+    };
+    let sample = r#"printf 'a\tb\0c\n\xff\n'; printf 'err\n' >&2; seq 1 20000"#;
+    let ours = run(&link, &[sample]);
+    let plain = run(Path::new("/bin/bash"), &["-c", sample]);
+    assert_eq!(ours.status.code(), Some(0), "{}", text(&ours.stderr));
+    assert!(ours.stdout == plain.stdout, "stdout differs");
+    assert!(ours.stderr == plain.stderr, "stderr differs: {:?}", text(&ours.stderr));
+    for (cmd, code) in [("true", 0), ("exit 3", 3), ("exit 130", 130), ("kill -INT $$", 130)] {
+        let out = run(&link, &[cmd]);
+        assert_eq!(out.status.code(), Some(code), "{cmd}: {}", text(&out.stderr));
+    }
+    let out = run(&link, &["echo", "two"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("one argument"));
+}
+
+/// A refused host is named on stderr at exit, and the log is kept.
+#[test]
+fn refused_egress_is_reported() {
+    let w = world(None);
+    let mut c = Command::new(shim_path());
+    c.arg("--root")
+        .arg(&w.root)
+        .args([
+            "sandbox",
+            "--",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "https://refused.example/",
+        ])
+        .current_dir(&w.proj)
+        .env("HOME", &w.home)
+        .stdin(Stdio::null());
+    let out = output_of(c, w.dir.path());
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "curl reached a host off the allowlist");
+    assert!(
+        err.contains("claude-shim: refused egress: refused.example:443"),
+        "stderr: {err}"
+    );
+    let logs = w.home.join(".local/state/claude-shim/logs");
+    assert!(
+        err.contains(&format!("network log: {}", logs.display())),
+        "stderr: {err}"
+    );
+    assert_eq!(std::fs::read_dir(&logs).unwrap().count(), 1);
+    w.assert_nothing_left();
+}

@@ -288,7 +288,7 @@ impl Runtime {
     /// Freezes or thaws the container's cgroup (pause left it frozen).
     fn set_freezer(&self, id: &str, c: &Container, state: libcgroups::common::FreezerState) {
         let Ok(config) = c.spec() else { return };
-        if let Ok(m) = cgroup_manager(&config.cgroup_path, id) {
+        if let Ok(m) = cgroup_manager(&config.cgroup_path, id, c.systemd()) {
             if let Err(e) = m.freeze(state) {
                 tracing::debug!("set the freezer of container {id}: {e}");
             }

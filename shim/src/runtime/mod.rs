@@ -10,18 +10,18 @@
 
 pub mod cgroup;
 pub mod cgroup_v1_unprivileged;
-pub mod creator;
 pub mod cgroup_v2;
+pub mod creator;
 pub mod executor;
 pub mod foreground;
 pub mod guards;
 pub mod host_mounts;
 pub mod loopback;
-pub mod seccomp_cache;
-pub mod validate;
 pub mod own;
 pub mod pid_file;
+pub mod seccomp_cache;
 pub mod started;
+pub mod validate;
 
 use std::fs;
 use std::io::ErrorKind;
@@ -407,15 +407,17 @@ impl Runtime {
             systemd_cgroup: self.systemd_cgroup,
             ..Meta::default()
         };
-        let result = self.create_claimed(req, spec, &cgroup_dirs, &mut meta, adapt).and_then(|c| {
-            if let Some(path) = &pid_file {
-                let pid = c
-                    .pid()
-                    .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?;
-                pid_file::write(path, pid.as_raw())?;
-            }
-            Ok(c)
-        });
+        let result = self
+            .create_claimed(req, spec, &cgroup_dirs, &mut meta, adapt)
+            .and_then(|c| {
+                if let Some(path) = &pid_file {
+                    let pid = c
+                        .pid()
+                        .ok_or_else(|| anyhow!("create container {id}: it has no init pid"))?;
+                    pid_file::write(path, pid.as_raw())?;
+                }
+                Ok(c)
+            });
         if result.is_err() {
             if let Err(e) = self.remove_leftovers(id) {
                 tracing::warn!("clean up after the failed create of {id}: {e}");

@@ -227,6 +227,9 @@ fn host_namespaces_are_refused() {
     run(&mut spec, &[admin(STRICT)]).unwrap();
     set_namespace(&mut spec, LinuxNamespaceType::Network, Some("/run/netns/cni-1"));
     run(&mut spec, &[admin(STRICT)]).unwrap();
+    // A fresh spec: tighten wrote mode none into the one above.
+    let mut spec = engine_spec();
+    set_namespace(&mut spec, LinuxNamespaceType::Network, Some("/run/netns/cni-1"));
     let public = format!("{STRICT}\n[network]\nmode = \"public\"\n");
     let e = err(&mut spec, &[admin(&public)]);
     assert!(

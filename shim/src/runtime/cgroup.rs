@@ -183,6 +183,43 @@ pub fn make(dirs: &[PathBuf], record: &mut dyn FnMut(&[PathBuf]) -> Result<()>) 
     Ok(made)
 }
 
+/// On cgroup v2 a controller's files appear in a cgroup only when its parent
+/// lists the controller in cgroup.subtree_control. libcgroups enables them on
+/// the way down only for directories it creates itself, and `make` created
+/// the container's first, so the runtime does it here: each ancestor of the
+/// container's cgroup below the unified root (and the root) hands down what
+/// it has. A controller that cannot be enabled is left to fail, naming
+/// itself, when a limit needs it.
+pub fn enable_controllers(dirs: &[PathBuf]) {
+    use libcgroups::common::DEFAULT_CGROUP_ROOT;
+    let root = Path::new(DEFAULT_CGROUP_ROOT);
+    if !matches!(
+        libcgroups::common::get_cgroup_setup(),
+        Ok(libcgroups::common::CgroupSetup::Unified)
+    ) {
+        return;
+    }
+    for dir in dirs {
+        let Ok(rel) = dir.strip_prefix(root) else { continue };
+        let mut ancestor = root.to_path_buf();
+        let mut parts: Vec<_> = rel.components().collect();
+        parts.pop();
+        for part in std::iter::once(None).chain(parts.into_iter().map(Some)) {
+            if let Some(p) = part {
+                ancestor.push(p);
+            }
+            let Ok(have) = fs::read_to_string(ancestor.join("cgroup.controllers")) else {
+                continue;
+            };
+            for c in have.split_whitespace() {
+                if let Err(e) = fs::write(ancestor.join("cgroup.subtree_control"), format!("+{c}")) {
+                    tracing::debug!("enable {c} in {}: {e}", ancestor.display());
+                }
+            }
+        }
+    }
+}
+
 /// Removes the directories `create` made, never signalling anything. The
 /// kernel refuses to remove a cgroup that still holds processes; those are
 /// not the container's (its own were ended first), so it is left and named.

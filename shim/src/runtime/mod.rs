@@ -447,10 +447,27 @@ impl Runtime {
         cgroup::check_empty(cgroup_dirs, &raw)?;
         // Made here, not by libcgroups, to know which are the container's own.
         let mut record = meta.clone();
-        let made = cgroup::make(cgroup_dirs, &mut |dirs| {
+        let made = match cgroup::make(cgroup_dirs, &mut |dirs| {
             record.cgroup_dirs = dirs.to_vec();
             self.write_meta(id, &record)
-        })?;
+        }) {
+            Ok(made) => made,
+            // Unprivileged without limits (resources.best_effort): the
+            // container stays in the caller's cgroup, as libcgroups leaves it.
+            Err(e)
+                if !is_root()
+                    && spec.linux().as_ref().is_none_or(|l| l.resources().is_none())
+                    && e.chain().any(|c| {
+                        c.downcast_ref::<std::io::Error>()
+                            .is_some_and(|io| io.kind() == ErrorKind::PermissionDenied)
+                    }) =>
+            {
+                tracing::debug!("container {id} gets no cgroup of its own: {e:#}");
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
+        cgroup::enable_controllers(&made);
         meta.cgroup_own = !cgroup_dirs.is_empty() && made.len() == cgroup_dirs.len();
         meta.cgroup_dirs = made;
         self.write_meta(id, meta)?;

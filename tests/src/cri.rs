@@ -15,7 +15,8 @@ use k8s_cri::v1::*;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::engines::{
-    entries, mounts_under, processes_mentioning, remove_cgroup_tree, text, write_admin_policy, ADMIN_POLICY_ENV, IMAGE,
+    assert_nothing_left, daemon_leaks, entries, remove_cgroup_tree, stop_daemon, tear_down, text, write_admin_policy,
+    ADMIN_POLICY_ENV, IMAGE,
 };
 use crate::{rootfs, shim_path, workspace};
 
@@ -371,23 +372,12 @@ impl Cri {
         assert!(state.is_empty(), "claude-shim state left behind: {state:?}");
         self.stop();
         let dir = self.dir.path();
-        let mut leaks: Vec<String> = mounts_under(dir).into_iter().map(|m| format!("mount {m}")).collect();
-        leaks.extend(
-            entries(Path::new("/run/containerd/s"))
-                .into_iter()
-                .filter(|s| !self.shim_sockets_before.contains(s))
-                .map(|s| format!("shim socket {}", s.display())),
-        );
+        let mut leaks = daemon_leaks(dir, &self.shim_sockets_before);
         leaks.extend(
             entries(Path::new("/run/netns"))
                 .into_iter()
                 .filter(|n| !self.netns_before.contains(n) && n.to_string_lossy().contains("/cni-"))
                 .map(|n| format!("network namespace {}", n.display())),
-        );
-        leaks.extend(
-            processes_mentioning(&dir.to_string_lossy())
-                .into_iter()
-                .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
         );
         leaks.extend(remove_cgroup_tree(&self.cgroup_parent));
         let bridge = Command::new("ip")
@@ -400,22 +390,12 @@ impl Cri {
                 .filter(|l| l.contains(&format!(" {}:", self.bridge)))
                 .map(|l| format!("bridge {l}")),
         );
-        assert!(
-            leaks.is_empty(),
-            "the CRI in {} left behind:\n{}",
-            dir.display(),
-            leaks.join("\n")
-        );
+        assert_nothing_left("the CRI", dir, &leaks);
         self.finished = true;
     }
 
     fn stop(&self) {
-        let out = Command::new(workspace().join("hack/containerd"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "hack/containerd stop: {}", text(&out.stderr));
+        stop_daemon("containerd", self.dir.path());
     }
 }
 
@@ -436,13 +416,6 @@ impl Drop for Cri {
                 let _ = self.call(|c| Box::pin(c.remove_pod_sandbox(req)));
             }
         }
-        let _ = Command::new(workspace().join("hack/containerd"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
-        for m in mounts_under(self.dir.path()).iter().rev() {
-            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
-        }
-        let _ = remove_cgroup_tree(&self.cgroup_parent);
+        tear_down("containerd", self.dir.path(), &self.cgroup_parent);
     }
 }

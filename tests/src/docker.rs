@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use crate::engines::{
-    entries, expect_ok, mounts_under, processes_mentioning, remove_cgroup_tree, text, write_admin_policy,
-    ADMIN_POLICY_ENV,
+    assert_nothing_left, daemon_leaks, entries, expect_ok, remove_cgroup_tree, stop_daemon, tear_down, text,
+    write_admin_policy, ADMIN_POLICY_ENV,
 };
 use crate::{output_of, rootfs, shim_path, workspace};
 
@@ -101,50 +101,21 @@ impl Docker {
         assert!(state.is_empty(), "claude-shim state left behind: {state:?}");
         self.stop();
         let dir = self.dir.path();
-        let mut leaks: Vec<String> = mounts_under(dir).into_iter().map(|m| format!("mount {m}")).collect();
-        leaks.extend(
-            entries(Path::new("/run/containerd/s"))
-                .into_iter()
-                .filter(|s| !self.shim_sockets_before.contains(s))
-                .map(|s| format!("shim socket {}", s.display())),
-        );
-        leaks.extend(
-            processes_mentioning(&dir.to_string_lossy())
-                .into_iter()
-                .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
-        );
+        let mut leaks = daemon_leaks(dir, &self.shim_sockets_before);
         leaks.extend(remove_cgroup_tree(&self.cgroup_parent));
-        assert!(
-            leaks.is_empty(),
-            "docker in {} left behind:\n{}",
-            dir.display(),
-            leaks.join("\n")
-        );
+        assert_nothing_left("docker", dir, &leaks);
         self.finished = true;
     }
 
     fn stop(&self) {
-        let out = Command::new(workspace().join("hack/docker"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "hack/docker stop: {}", text(&out.stderr));
+        stop_daemon("docker", self.dir.path());
     }
 }
 
 impl Drop for Docker {
     fn drop(&mut self) {
-        if self.finished {
-            return;
+        if !self.finished {
+            tear_down("docker", self.dir.path(), &self.cgroup_parent);
         }
-        let _ = Command::new(workspace().join("hack/docker"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
-        for m in mounts_under(self.dir.path()).iter().rev() {
-            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
-        }
-        let _ = remove_cgroup_tree(&self.cgroup_parent);
     }
 }

@@ -554,21 +554,11 @@ impl Containerd {
                 .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
         );
         leaks.extend(remove_cgroup_tree(&self.cgroup_parent));
-        assert!(
-            leaks.is_empty(),
-            "containerd in {} left behind:\n{}",
-            dir.display(),
-            leaks.join("\n")
-        );
+        assert_nothing_left("containerd", dir, &leaks);
     }
 
     fn stop(&self) {
-        let out = Command::new(workspace().join("hack/containerd"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "hack/containerd stop: {}", text(&out.stderr));
+        stop_daemon("containerd", self.dir.path());
     }
 }
 
@@ -577,15 +567,7 @@ impl Drop for Containerd {
         if self.finished {
             return;
         }
-        // A failed test: remove what can be removed so later tests start clean.
-        let _ = Command::new(workspace().join("hack/containerd"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
-        for m in mounts_under(self.dir.path()).iter().rev() {
-            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
-        }
-        let _ = remove_cgroup_tree(&self.cgroup_parent);
+        tear_down("containerd", self.dir.path(), &self.cgroup_parent);
     }
 }
 
@@ -614,4 +596,56 @@ pub fn at_terminal(argv: &[&str], envs: &[(&str, &Path)], dir: &Path) -> (Option
     drop(stdin);
     let seen = text(&out.stdout).replace(['\0', '\r'], "");
     (out.status.code(), seen)
+}
+
+/// `hack/SCRIPT stop DIR`: ends a private daemon a test started there.
+pub fn stop_daemon(script: &str, dir: &Path) {
+    let out = Command::new(workspace().join("hack").join(script))
+        .arg("stop")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "hack/{script} stop: {}", text(&out.stderr));
+}
+
+/// After a failed test: ends the daemon, detaches what is mounted under its
+/// directory and removes its cgroups, so that later tests start clean.
+pub fn tear_down(script: &str, dir: &Path, cgroup_parent: &str) {
+    let _ = Command::new(workspace().join("hack").join(script))
+        .arg("stop")
+        .arg(dir)
+        .output();
+    for m in mounts_under(dir).iter().rev() {
+        let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+    }
+    let _ = remove_cgroup_tree(cgroup_parent);
+}
+
+/// Mounts under the daemon's directory, shim sockets that were not there
+/// before it, and processes naming its directory: what a daemon and the
+/// runtime it drove must not leave.
+pub fn daemon_leaks(dir: &Path, shim_sockets_before: &[PathBuf]) -> Vec<String> {
+    let mut leaks: Vec<String> = mounts_under(dir).into_iter().map(|m| format!("mount {m}")).collect();
+    leaks.extend(
+        entries(Path::new("/run/containerd/s"))
+            .into_iter()
+            .filter(|s| !shim_sockets_before.contains(s))
+            .map(|s| format!("shim socket {}", s.display())),
+    );
+    leaks.extend(
+        processes_mentioning(&dir.to_string_lossy())
+            .into_iter()
+            .map(|(pid, cmd)| format!("process {pid}: {cmd}")),
+    );
+    leaks
+}
+
+/// Fails the test with one line per thing `daemon` left in `dir`.
+pub fn assert_nothing_left(daemon: &str, dir: &Path, leaks: &[String]) {
+    assert!(
+        leaks.is_empty(),
+        "{daemon} in {} left behind:\n{}",
+        dir.display(),
+        leaks.join("\n")
+    );
 }

@@ -71,20 +71,7 @@ impl World {
     /// `program args` as the world's user, with a clean environment holding
     /// the key and pointing at the mock.
     fn command(&self, program: &Path, mock: &MockApi) -> Command {
-        let mut c = match self.owner {
-            None => Command::new(program),
-            Some((uid, gid)) => {
-                let mut c = Command::new("setpriv");
-                c.args([
-                    format!("--reuid={uid}"),
-                    format!("--regid={gid}"),
-                    "--clear-groups".into(),
-                    "--".into(),
-                ]);
-                c.arg(program);
-                c
-            }
-        };
+        let mut c = command_as(self.owner, program);
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &self.home)

@@ -57,6 +57,22 @@ pub fn require_root() {
 }
 
 /// A unique container id for a test.
+/// `program` as the caller, or as `user` (uid, gid) with no supplementary
+/// groups, through util-linux's setpriv.
+pub fn command_as(user: Option<(u32, u32)>, program: &Path) -> Command {
+    let Some((uid, gid)) = user else {
+        return Command::new(program);
+    };
+    let mut c = Command::new("setpriv");
+    c.args([
+        format!("--reuid={uid}"),
+        format!("--regid={gid}"),
+        "--clear-groups".into(),
+    ]);
+    c.arg("--").arg(program);
+    c
+}
+
 pub fn unique_id(name: &str) -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -100,21 +116,11 @@ impl Env {
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = match self.as_user {
-            None => Command::new(shim_path()),
-            Some((uid, gid)) => {
-                let mut c = Command::new("setpriv");
-                c.args([
-                    format!("--reuid={uid}"),
-                    format!("--regid={gid}"),
-                    "--clear-groups".into(),
-                ]);
-                c.arg("--").arg(shim_path());
-                c.env("XDG_RUNTIME_DIR", &self.root);
-                c.env("HOME", self.dir.path());
-                c
-            }
-        };
+        let mut c = command_as(self.as_user, &shim_path());
+        if self.as_user.is_some() {
+            c.env("XDG_RUNTIME_DIR", &self.root);
+            c.env("HOME", self.dir.path());
+        }
         c.arg("--root").arg(&self.root).args(args);
         c
     }

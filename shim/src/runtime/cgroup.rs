@@ -193,10 +193,9 @@ pub fn make(dirs: &[PathBuf], record: &mut dyn FnMut(&[PathBuf]) -> Result<()>) 
 pub fn enable_controllers(dirs: &[PathBuf]) {
     use libcgroups::common::DEFAULT_CGROUP_ROOT;
     let root = Path::new(DEFAULT_CGROUP_ROOT);
-    if !matches!(
-        libcgroups::common::get_cgroup_setup(),
-        Ok(libcgroups::common::CgroupSetup::Unified)
-    ) {
+    // Only a unified root has cgroup.controllers: one stat on the start path
+    // instead of another walk of the mount table.
+    if dirs.is_empty() || !root.join("cgroup.controllers").exists() {
         return;
     }
     for dir in dirs {

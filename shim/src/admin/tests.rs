@@ -4,8 +4,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use libcontainer::oci_spec::runtime::{Capability, LinuxNamespaceBuilder, MountBuilder, Spec};
+use libcontainer::oci_spec::runtime::{
+    Capability, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxNamespaceBuilder, MountBuilder, Spec,
+};
 
+use super::network::{covers, NetLists};
 use super::*;
 
 struct FakeHost {

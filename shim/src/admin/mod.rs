@@ -20,15 +20,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use claude_shim_bundle::annotations;
-use claude_shim_bundle::policy::values::{CidrRule, HostPattern, NetworkMode, ProfileRef, UserNamespace};
+use claude_shim_bundle::policy::values::{ProfileRef, UserNamespace};
 use claude_shim_bundle::{seccomp, Policy};
 use libcontainer::oci_spec::runtime::{
-    Capabilities, LinuxCapabilities, LinuxCpuBuilder, LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType,
-    LinuxNamespaceType, LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, PosixRlimitBuilder, Process, Spec,
+    Capabilities, LinuxCapabilities, LinuxCpuBuilder, LinuxNamespaceType, LinuxPidsBuilder, LinuxResourcesBuilder,
+    LinuxSeccomp, PosixRlimitBuilder, Process, Spec,
 };
 
 use crate::runtime::guards;
 use crate::state::Meta;
+use network::resolve_network;
+use refuse::{check_mounts, check_namespaces, tighten_devices};
 
 /// The admin policy's path, fixed at build time (CLAUDE_SHIM_ADMIN_POLICY_PATH
 /// in cargo's environment), /etc/claude-shim/policy.toml by default.
@@ -46,60 +48,6 @@ pub const PATH_ENV: &str = "CLAUDE_SHIM_ADMIN_POLICY";
 /// An annotation that stacks a built-in policy on the admin policy: it can
 /// only add restrictions.
 pub const PROFILE_ANNOTATION: &str = "run.claude-shim.profile";
-
-/// Where container engines keep their sockets and state. A bind of one of
-/// them, or of a directory holding one (`/run`, `/var/lib`), hands the
-/// container its engine's API and every other container's data. Binds of
-/// files below them stay allowed: that is where engines keep a container's
-/// own hosts, resolv.conf and shm (sockets there are refused as sockets).
-const ENGINE_PATHS: &[&str] = &[
-    "/run/containerd",
-    "/var/lib/containerd",
-    "/run/podman",
-    "/run/containers",
-    "/var/lib/containers",
-    "/run/docker.sock",
-    "/var/run/docker.sock",
-    "/var/lib/docker",
-    "/run/crio",
-    "/run/k3s",
-];
-
-/// Where no part may be bound: runtimes' container state (claude-shim's own,
-/// and the runc v2 shim's root, where containerd runs claude-shim), which a
-/// container could rewrite, and users' runtime directories (agent, D-Bus and
-/// rootless engine sockets).
-const PRIVATE: &[(&str, &str)] = &[
-    ("/run/claude-shim", "container runtime state"),
-    ("/run/containerd/runc", "container runtime state"),
-    ("/run/runc", "container runtime state"),
-    ("/run/user", "users' runtime directories"),
-];
-
-/// The devices every container gets (OCI runtime-spec, "Default Devices").
-const DEFAULT_DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-    "/dev/console",
-    "/dev/ptmx",
-];
-
-/// Device cgroup rules kept: the default devices and the pty slaves (major 136).
-const DEFAULT_DEVICE_NUMBERS: &[(i64, Option<i64>)] = &[
-    (1, Some(3)),
-    (1, Some(5)),
-    (1, Some(7)),
-    (1, Some(8)),
-    (1, Some(9)),
-    (5, Some(0)),
-    (5, Some(1)),
-    (5, Some(2)),
-    (136, None),
-];
 
 /// The loaded admin policy.
 pub struct Admin {
@@ -315,186 +263,6 @@ pub fn tighten(spec: &mut Spec, layers: &[Policy], host: &dyn Host, bundle: &Pat
     stacked_profiles(layers, host)
 }
 
-fn ns_name(typ: LinuxNamespaceType) -> &'static str {
-    match typ {
-        LinuxNamespaceType::Mount => "mnt",
-        LinuxNamespaceType::Cgroup => "cgroup",
-        LinuxNamespaceType::Uts => "uts",
-        LinuxNamespaceType::Ipc => "ipc",
-        LinuxNamespaceType::User => "user",
-        LinuxNamespaceType::Pid => "pid",
-        LinuxNamespaceType::Network => "net",
-        LinuxNamespaceType::Time => "time",
-    }
-}
-
-/// The host's namespaces are refused: without an entry the container shares
-/// the runtime's (user excepted: a rootful container normally runs in the
-/// host's user namespace), and a path may name the runtime's own. Other paths
-/// are another container's (a Kubernetes pod's pause container, a CNI
-/// namespace). A network namespace joined that way holds interfaces someone
-/// else wired (a pod's eth0), so only network mode "none" can hold there: the
-/// runtime then confines it to loopback with a filter (network::attach).
-/// allowlist and public mode need a namespace claude-shim creates.
-fn check_namespaces(spec: &Spec, host: &dyn Host, mode: NetworkMode) -> Result<()> {
-    let namespaces = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().clone())
-        .unwrap_or_default();
-    let must_have = [
-        LinuxNamespaceType::Network,
-        LinuxNamespaceType::Pid,
-        LinuxNamespaceType::Ipc,
-        LinuxNamespaceType::Uts,
-        LinuxNamespaceType::Mount,
-    ];
-    for typ in must_have {
-        if !namespaces.iter().any(|n| n.typ() == typ) {
-            bail!(
-                "the host's {} namespace is forbidden (config.json asks for no {} namespace of its own)",
-                ns_name(typ),
-                ns_name(typ)
-            );
-        }
-    }
-    for n in &namespaces {
-        let Some(path) = n.path() else { continue };
-        let name = ns_name(n.typ());
-        if host.is_ours(name, path)? {
-            bail!(
-                "the host's {name} namespace is forbidden (config.json joins {})",
-                path.display()
-            );
-        }
-        if n.typ() == LinuxNamespaceType::Network && mode != NetworkMode::None {
-            bail!(
-                "a network namespace claude-shim did not create is forbidden: network mode {:?} applies only to its own (config.json joins {})",
-                mode.as_str(),
-                path.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-fn is_bind(m: &libcontainer::oci_spec::runtime::Mount) -> bool {
-    m.typ().as_deref() == Some("bind") || m.options().iter().flatten().any(|o| o == "bind" || o == "rbind")
-}
-
-/// Bind mounts of what would hand the container the host: its root, kernel
-/// filesystems, devices, sockets, engine state and the policy's hidden paths,
-/// or a directory holding one of them.
-fn check_mounts(spec: &Spec, layers: &[Policy], host: &dyn Host, bundle: &Path) -> Result<()> {
-    let home = host.home();
-    let mut hidden: Vec<PathBuf> = Vec::new();
-    for p in layers {
-        for h in p.filesystem.hidden_paths() {
-            let h = h.expand(&home);
-            hidden.push(host.resolve(&h).unwrap_or(h));
-        }
-    }
-    let resolved = |list: &[&str]| -> Vec<PathBuf> {
-        list.iter()
-            .map(|p| host.resolve(Path::new(p)).unwrap_or_else(|| PathBuf::from(p)))
-            .collect()
-    };
-    let engine = resolved(ENGINE_PATHS);
-    let private: Vec<(PathBuf, &str)> = PRIVATE
-        .iter()
-        .map(|(p, what)| (host.resolve(Path::new(p)).unwrap_or_else(|| PathBuf::from(p)), *what))
-        .collect();
-    for m in spec.mounts().iter().flatten().filter(|m| is_bind(m)) {
-        let Some(source) = m.source() else { continue };
-        let source = if source.is_absolute() {
-            source.clone()
-        } else {
-            bundle.join(source)
-        };
-        // A missing source fails the mount itself; nothing to judge here.
-        let Some(real) = host.resolve(&source) else { continue };
-        let refuse = |why: String| -> Result<()> {
-            bail!(
-                "bind mount of {} at {} is forbidden: {why}",
-                source.display(),
-                m.destination().display()
-            )
-        };
-        if real == Path::new("/") {
-            refuse("it is the host's root".into())?;
-        }
-        if real.starts_with("/proc") || real.starts_with("/sys") {
-            refuse("it is a kernel filesystem of the host".into())?;
-        }
-        let kind = host.kind(&real);
-        if real.starts_with("/dev") {
-            let harmless = matches!(kind, Some(FileKind::CharDevice(1, 3 | 5 | 7 | 8 | 9)));
-            if !harmless {
-                refuse("it is a device of the host".into())?;
-            }
-        }
-        match kind {
-            Some(FileKind::Socket) => refuse("it is a unix socket".into())?,
-            Some(FileKind::BlockDevice | FileKind::CharDevice(..)) if !real.starts_with("/dev") => {
-                refuse("it is a device".into())?
-            }
-            _ => {}
-        }
-        if let Some((p, what)) = private
-            .iter()
-            .find(|(p, _)| p.starts_with(&real) || real.starts_with(p))
-        {
-            refuse(format!("it is or holds {}, {what}", p.display()))?;
-        }
-        if let Some(e) = engine.iter().find(|e| e.starts_with(&real)) {
-            refuse(format!("it is or holds {}, container engine state", e.display()))?;
-        }
-        if let Some(h) = hidden.iter().find(|h| h.starts_with(&real) || real.starts_with(h)) {
-            refuse(format!("it is or holds {}, a hidden path", h.display()))?;
-        }
-    }
-    Ok(())
-}
-
-/// Added devices are refused; device cgroup rules are cut down to the
-/// default devices, after a leading "deny all".
-fn tighten_devices(spec: &mut Spec) -> Result<()> {
-    let Some(linux) = spec.linux_mut() else {
-        return Ok(());
-    };
-    for d in linux.devices().iter().flatten() {
-        if !DEFAULT_DEVICES.iter().any(|p| d.path() == Path::new(p)) {
-            bail!(
-                "device {} is forbidden: the admin policy allows no added devices",
-                d.path().display()
-            );
-        }
-    }
-    let Some(resources) = linux.resources_mut() else {
-        return Ok(());
-    };
-    let rules = resources.devices().clone().unwrap_or_default();
-    let deny_all = LinuxDeviceCgroupBuilder::default()
-        .allow(false)
-        .access("rwm")
-        .build()
-        .expect("a device rule with allow and access is complete");
-    let mut kept: Vec<LinuxDeviceCgroup> = vec![deny_all];
-    for r in rules {
-        let default_device = r.typ() == Some(LinuxDeviceType::C)
-            && DEFAULT_DEVICE_NUMBERS
-                .iter()
-                .any(|(maj, min)| r.major() == Some(*maj) && (min.is_none() || r.minor() == *min));
-        if !r.allow() || default_device {
-            kept.push(r);
-        } else {
-            tracing::debug!("admin policy: dropped the device rule {r}");
-        }
-    }
-    resources.set_devices(Some(kept));
-    Ok(())
-}
-
 /// The capabilities every layer allows (none unless a layer lists some).
 fn allowed_capabilities(layers: &[Policy]) -> Capabilities {
     let mut allowed: Option<Capabilities> = None;
@@ -644,195 +412,6 @@ fn check_best_effort(spec: &Spec, layers: &[Policy]) -> Result<()> {
     Ok(())
 }
 
-/// The network lists of one mode, as `run.claude-shim.network.policy` holds them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NetLists {
-    #[serde(default)]
-    allow: Vec<String>,
-    #[serde(default)]
-    deny: Vec<String>,
-    #[serde(default)]
-    allow_cidrs: Vec<String>,
-}
-
-/// none > allowlist > public.
-fn strictness(m: NetworkMode) -> u8 {
-    match m {
-        NetworkMode::None => 2,
-        NetworkMode::Allowlist => 1,
-        NetworkMode::Public => 0,
-    }
-}
-
-fn parse_mode(s: &str) -> Option<NetworkMode> {
-    match s {
-        "none" => Some(NetworkMode::None),
-        "allowlist" => Some(NetworkMode::Allowlist),
-        "public" => Some(NetworkMode::Public),
-        _ => None,
-    }
-}
-
-/// Whether host pattern `outer` admits everything `inner` does: the same
-/// pattern, or a `*.domain` over it, on any port or the same one.
-fn covers(outer: &str, inner: &str) -> bool {
-    let split = |p: &str| match p.rsplit_once(':') {
-        Some((h, port)) => (h.to_owned(), Some(port.to_owned())),
-        None => (p.to_owned(), None),
-    };
-    let ((oh, op), (ih, ip)) = (split(outer), split(inner));
-    if op.is_some() && op != ip {
-        return false;
-    }
-    if oh == ih {
-        return true;
-    }
-    match oh.strip_prefix("*.") {
-        Some(domain) => {
-            let name = ih.strip_prefix("*.").unwrap_or(&ih);
-            name.ends_with(&format!(".{domain}"))
-        }
-        None => false,
-    }
-}
-
-/// Narrows the current mode and lists by a request (a layer's or the
-/// engine's annotations), refusing one that asks for more.
-fn narrow(
-    cur: (NetworkMode, NetLists),
-    mode: NetworkMode,
-    lists: Option<NetLists>,
-    who: &str,
-) -> Result<(NetworkMode, NetLists)> {
-    let (cur_mode, cur_lists) = cur;
-    if strictness(mode) < strictness(cur_mode) {
-        bail!(
-            "{who} asks for network mode {:?}, more than the admin policy's {:?}",
-            mode.as_str(),
-            cur_mode.as_str()
-        );
-    }
-    Ok(match mode {
-        NetworkMode::None => (NetworkMode::None, NetLists::default()),
-        NetworkMode::Allowlist => {
-            let asked = lists.unwrap_or_else(|| {
-                if cur_mode == NetworkMode::Allowlist {
-                    cur_lists.clone()
-                } else {
-                    NetLists::default()
-                }
-            });
-            if cur_mode == NetworkMode::Allowlist {
-                if let Some(h) = asked
-                    .allow
-                    .iter()
-                    .find(|h| !cur_lists.allow.iter().any(|a| covers(a, h)))
-                {
-                    bail!("{who} allows host {h:?}, which the admin policy does not");
-                }
-            }
-            let mut deny = cur_lists.deny.clone();
-            for d in asked.deny {
-                if !deny.contains(&d) {
-                    deny.push(d);
-                }
-            }
-            (
-                NetworkMode::Allowlist,
-                NetLists {
-                    allow: asked.allow,
-                    deny,
-                    allow_cidrs: Vec::new(),
-                },
-            )
-        }
-        NetworkMode::Public => {
-            let asked = lists
-                .map(|l| l.allow_cidrs)
-                .unwrap_or_else(|| cur_lists.allow_cidrs.clone());
-            if let Some(c) = asked.iter().find(|c| !cur_lists.allow_cidrs.contains(c)) {
-                bail!("{who} opens {c}, which the admin policy does not");
-            }
-            (
-                NetworkMode::Public,
-                NetLists {
-                    allow_cidrs: asked,
-                    ..NetLists::default()
-                },
-            )
-        }
-    })
-}
-
-fn lists_of(p: &Policy) -> NetLists {
-    NetLists {
-        allow: p.network.allow.iter().map(|h| h.0.clone()).collect(),
-        deny: p.network.deny.iter().map(|h| h.0.clone()).collect(),
-        allow_cidrs: p.network.allow_cidrs.iter().map(|c| c.0.clone()).collect(),
-    }
-}
-
-/// The network mode and lists: the admin policy's, narrowed by the other
-/// layers and by the engine's annotations; written back as annotations for
-/// the network helper.
-fn resolve_network(spec: &mut Spec, layers: &[Policy]) -> Result<NetworkMode> {
-    let Some((first, rest)) = layers.split_first() else {
-        bail!("no admin policy to apply");
-    };
-    let mut cur = (first.network.mode, lists_of(first));
-    for p in rest {
-        cur = narrow(
-            cur,
-            p.network.mode,
-            Some(lists_of(p)),
-            &format!("profile {:?}", p.name()),
-        )?;
-    }
-    let asked_mode = annotation(spec, annotations::NETWORK);
-    let asked_lists = annotation(spec, annotations::NETWORK_POLICY);
-    if asked_mode.is_some() || asked_lists.is_some() {
-        let mode = match &asked_mode {
-            Some(m) => parse_mode(m).ok_or_else(|| {
-                anyhow!(
-                    "annotation {}={m:?} is not none, allowlist or public",
-                    annotations::NETWORK
-                )
-            })?,
-            None => cur.0,
-        };
-        let lists = match &asked_lists {
-            Some(json) => {
-                let l: NetLists = serde_json::from_str(json)
-                    .map_err(|e| anyhow!("annotation {} is not valid: {e}", annotations::NETWORK_POLICY))?;
-                for h in l.allow.iter().chain(&l.deny) {
-                    HostPattern::try_from(h.clone())
-                        .map_err(|e| anyhow!("annotation {}: {e}", annotations::NETWORK_POLICY))?;
-                }
-                for c in &l.allow_cidrs {
-                    CidrRule::try_from(c.clone())
-                        .map_err(|e| anyhow!("annotation {}: {e}", annotations::NETWORK_POLICY))?;
-                }
-                Some(l)
-            }
-            None => None,
-        };
-        let who = match &asked_mode {
-            Some(m) => format!("annotation {}={m:?}", annotations::NETWORK),
-            None => format!("annotation {}", annotations::NETWORK_POLICY),
-        };
-        cur = narrow(cur, mode, lists, &who)?;
-    }
-    let mut ann = spec.annotations().clone().unwrap_or_default();
-    ann.insert(annotations::NETWORK.to_owned(), cur.0.as_str().to_owned());
-    ann.insert(
-        annotations::NETWORK_POLICY.to_owned(),
-        serde_json::to_string(&cur.1).expect("strings serialize"),
-    );
-    spec.set_annotations(Some(ann));
-    Ok(cur.0)
-}
-
 /// Each layer's seccomp profile (with its `seccomp.allow` additions), once
 /// each, adapted for libcontainer by the same guards as an engine's.
 fn stacked_profiles(layers: &[Policy], host: &dyn Host) -> Result<Vec<LinuxSeccomp>> {
@@ -865,6 +444,9 @@ fn stacked_profiles(layers: &[Policy], host: &dyn Host) -> Result<Vec<LinuxSecco
     }
     Ok(out)
 }
+
+mod network;
+mod refuse;
 
 #[cfg(test)]
 mod tests;

@@ -119,7 +119,7 @@ impl Upstream {
         if path.contains(['?', '#']) {
             bail!("{url:?}: a base URL has no query or fragment");
         }
-        let (host, port) = super::proxy::parse_authority(authority, Some(if tls { 443 } else { 80 }))
+        let (host, port) = super::wire::parse_authority(authority, Some(if tls { 443 } else { 80 }))
             .map_err(|e| anyhow!("{url:?}: {e}"))?;
         let host = host.to_string();
         let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();

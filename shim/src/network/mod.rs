@@ -15,6 +15,7 @@ pub mod policy;
 pub mod process;
 pub mod proxy;
 pub mod watch;
+pub mod wire;
 
 use std::ffi::OsString;
 use std::fs;

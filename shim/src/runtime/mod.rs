@@ -742,7 +742,17 @@ impl Runtime {
             }
             bail!("delete container {id}: it does not exist");
         }
-        let _lock = match self.try_lock(id) {
+        // A killed create's lock is held a moment longer by the forks that
+        // inherited it (the init ends when it sees its creator gone).
+        let mut lock = self.try_lock(id);
+        if force {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+            while lock.is_err() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                lock = self.try_lock(id);
+            }
+        }
+        let _lock = match lock {
             Ok(l) => l,
             Err(e) if force => {
                 // A create still running holds the lock; force means now.

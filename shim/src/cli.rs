@@ -93,6 +93,8 @@ pub enum Command {
     Verify(Verify),
     /// Run Claude Code sandboxed: the whole agent (default), or each of its Bash commands (--per-command)
     Claude(Claude),
+    /// Remove what killed runtimes left under the state root; live and handed-over containers stay
+    Gc,
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)

@@ -44,11 +44,16 @@ pub struct Meta {
     /// The init's start time, so that a recycled pid is never taken for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_start: Option<u64>,
-    /// The foreground runtime (`run` without --detach, `sandbox`) the
-    /// container lives and dies with, as (pid, start time); `gc` collects a
-    /// container whose owner is gone.
+    /// The runtime process that created the container, as (pid, start
+    /// time). A foreground runtime (`run` without --detach, `sandbox`) never
+    /// hands the container over: it lives and dies with its owner, and `gc`
+    /// collects a container whose owner is gone and that was not handed over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<(i32, u64)>,
+    /// `create` (or `run --detach`) finished and handed the container to its
+    /// engine: it outlives the runtime, and only `delete` removes it.
+    #[serde(default)]
+    pub handed_over: bool,
     /// Without a mount namespace of its own: the mounts at or under the rootfs
     /// before create (runtime/host_mounts.rs); `delete` detaches the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]

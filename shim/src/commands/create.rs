@@ -13,7 +13,6 @@ pub fn create(rt: &Runtime, args: &liboci_cli::Create) -> Result<i32> {
         preserve_fds: args.preserve_fds,
         no_pivot: args.no_pivot,
         stdio: None,
-        foreground: false,
     };
     rt.create(req, &crate::admin::apply)?;
     rt.hand_over()?;

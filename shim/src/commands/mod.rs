@@ -4,6 +4,7 @@ pub mod claude;
 pub mod create;
 pub mod exec;
 pub mod features;
+pub mod gc;
 pub mod info;
 pub mod run;
 pub mod sandbox;

@@ -88,7 +88,6 @@ pub fn run_bundle(
         preserve_fds: o.preserve_fds,
         no_pivot: o.no_pivot,
         stdio: o.stdio,
-        foreground: !o.detach,
     };
     let container = rt.create(req, adapt)?;
     crate::timing::mark("created");

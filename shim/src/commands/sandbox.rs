@@ -87,6 +87,15 @@ pub fn run_policy(
         tracing::warn!("remove bundle {}: {e}", bundle.display());
     }
     crate::timing::mark("bundle removed");
+    // What earlier sandboxes (or other runs) left when they were killed; on
+    // the way out, so it costs the command's start nothing.
+    let collected = crate::commands::gc::collect(rt);
+    for r in &collected.removed {
+        tracing::debug!("gc: removed {r}");
+    }
+    for f in &collected.failed {
+        tracing::warn!("gc: {f}");
+    }
     let code = result?;
     // A termination signal that arrived while the sandbox was being set up
     // ends the run as it would have ended the command.

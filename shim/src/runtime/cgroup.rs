@@ -219,12 +219,38 @@ pub fn enable_controllers(dirs: &[PathBuf]) {
     }
 }
 
+/// Whether a directory recorded in meta.json is still one `create` could
+/// have made: in a hierarchy, below the configured parent (not its root),
+/// reached through no symlink. meta.json is the runtime's own, but what is
+/// removed on its word is checked as if it were not.
+fn confined(dir: &Path, roots: &[PathBuf]) -> bool {
+    let Some(rel) = roots.iter().find_map(|r| dir.strip_prefix(r).ok()) else {
+        return false;
+    };
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return false;
+    }
+    let path = Path::new("/").join(rel);
+    if confine(&path, &configured_parent()).is_err() {
+        return false;
+    }
+    check_on_cgroupfs(&[dir.to_path_buf()], &path).is_ok()
+}
+
 /// Removes the directories `create` made, never signalling anything. The
 /// kernel refuses to remove a cgroup that still holds processes; those are
 /// not the container's (its own were ended first), so it is left and named.
 pub fn remove(dirs: &[PathBuf]) -> Result<()> {
     let mut left = Vec::new();
+    let roots = if dirs.is_empty() { Vec::new() } else { hierarchies()? };
     for dir in dirs {
+        if !confined(dir, &roots) {
+            left.push(format!(
+                "{}: it is not below a cgroup hierarchy and the runtime's cgroup parent",
+                dir.display()
+            ));
+            continue;
+        }
         // A killed process leaves its cgroup a moment after it is reaped.
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
@@ -314,8 +340,19 @@ mod tests {
         .unwrap();
         assert_eq!(made, vec![a.clone()]);
         assert_eq!(recorded, vec![vec![a.clone()]], "recorded once, before the mkdir");
-        remove(&made).unwrap();
-        assert!(!a.exists() && t.path().join("h1/x").is_dir() && b.is_dir());
+        // Not in a cgroup hierarchy: refused, and left.
+        assert!(remove(&made)
+            .unwrap_err()
+            .to_string()
+            .contains("not below a cgroup hierarchy"));
+        assert!(a.is_dir() && b.is_dir());
+        assert!(confined(&a, &[t.path().join("h1")]) == on_cgroupfs(t.path()));
+        assert!(!confined(&t.path().join("h1/../h2/x/c"), &[t.path().join("h1")]));
+        assert!(
+            !confined(&t.path().join("h1"), &[t.path().join("h1")]),
+            "a hierarchy's root"
+        );
+        assert!(!confined(&a, &[t.path().join("h2")]), "outside every hierarchy");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod cgroup_v2;
 pub mod creator;
 pub mod executor;
 pub mod foreground;
+pub mod gc;
 pub mod guards;
 pub mod host_mounts;
 pub mod loopback;
@@ -51,12 +52,14 @@ pub type Adapt<'a> = &'a dyn Fn(&mut Spec, &mut Meta) -> Result<()>;
 pub struct Runtime {
     pub root: PathBuf,
     /// The link to the init this process created, until it hands it over.
-    creator: std::cell::RefCell<Option<creator::Link>>,
+    creator: std::cell::RefCell<Option<(String, creator::Link)>>,
     /// `--systemd-cgroup`: containers in transient systemd scopes (cgroup v2).
     pub systemd_cgroup: bool,
 }
 
-/// A request to create a container.
+/// A request to create a container. The container lives and dies with the
+/// process that created it (`run` without --detach, `sandbox`) unless
+/// `hand_over` follows a successful create.
 pub struct CreateRequest<'a> {
     pub id: &'a str,
     pub bundle: &'a Path,
@@ -66,9 +69,6 @@ pub struct CreateRequest<'a> {
     pub no_pivot: bool,
     /// stdio for the container's init; None inherits ours.
     pub stdio: Option<[OwnedFd; 3]>,
-    /// The container lives and dies with this process (`run` without
-    /// --detach, `sandbox`); otherwise `hand_over` follows a successful create.
-    pub foreground: bool,
 }
 
 /// A held per-id lock; released when dropped (or when the process dies).
@@ -253,12 +253,13 @@ impl Runtime {
         if let Some(c) = container {
             run_poststop(id, c);
         }
-        for d in [dir, self.meta_dir(id)] {
-            match fs::remove_dir_all(&d) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => errors.push(format!("remove {}: {e}", d.display())),
-            }
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => errors.push(format!("remove {}: {e}", dir.display())),
+        }
+        if let Err(e) = remove_meta_dir(&self.meta_dir(id)) {
+            errors.push(e);
         }
         if errors.is_empty() {
             Ok(())
@@ -400,10 +401,7 @@ impl Runtime {
             bundle: bundle.clone(),
             rootfs,
             host_mounts_before,
-            owner: req
-                .foreground
-                .then(|| crate::network::process::start_time(me).map(|s| (me, s)))
-                .flatten(),
+            owner: crate::network::process::start_time(me).map(|s| (me, s)),
             systemd_cgroup: self.systemd_cgroup,
             ..Meta::default()
         };
@@ -560,7 +558,7 @@ impl Runtime {
                 );
             }
         }
-        *self.creator.borrow_mut() = Some(link);
+        *self.creator.borrow_mut() = Some((id.to_owned(), link));
         Ok(container)
     }
 
@@ -615,9 +613,17 @@ impl Runtime {
     }
 
     /// After a successful create: the container outlives this process.
+    /// Recorded first: a runtime killed between the two leaves a container
+    /// whose init dies with it, which `delete` removes, rather than a live
+    /// one `gc` would take for a stranded one.
     pub fn hand_over(&self) -> Result<()> {
         match self.creator.borrow_mut().take() {
-            Some(link) => link.hand_over(),
+            Some((id, link)) => {
+                let mut meta = self.read_meta(&id).unwrap_or_default();
+                meta.handed_over = true;
+                self.write_meta(&id, &meta)?;
+                link.hand_over()
+            }
             None => Ok(()),
         }
     }
@@ -724,13 +730,29 @@ impl Runtime {
 
     pub fn delete(&self, id: &str, force: bool) -> Result<()> {
         validate_id(id)?;
+        if force {
+            // A create killed before it renamed its claim into place.
+            for e in self.collect_claims_of(id).failed {
+                tracing::warn!("{e}");
+            }
+        }
         if !self.exists(id) {
             if force {
                 return Ok(());
             }
             bail!("delete container {id}: it does not exist");
         }
-        let _lock = match self.try_lock(id) {
+        // A killed create's lock is held a moment longer by the forks that
+        // inherited it (the init ends when it sees its creator gone).
+        let mut lock = self.try_lock(id);
+        if force {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+            while lock.is_err() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                lock = self.try_lock(id);
+            }
+        }
+        let _lock = match lock {
             Ok(l) => l,
             Err(e) if force => {
                 // A create still running holds the lock; force means now.
@@ -977,6 +999,36 @@ fn confine_cgroups_path(spec: &mut Spec) -> Result<Vec<PathBuf>> {
     cgroup::check_on_cgroupfs(&dirs, &raw)?;
     linux.set_cgroups_path(Some(path));
     Ok(dirs)
+}
+
+/// Removes our state directory of a container with its lock file last, so
+/// that a runtime killed half-way leaves either a lock (the container is
+/// collected again) or an empty directory (which `gc` removes).
+fn remove_meta_dir(dir: &Path) -> std::result::Result<(), String> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("read {}: {e}", dir.display())),
+    };
+    let gone = |r: std::io::Result<()>, p: &Path| match r {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(format!("remove {}: {e}", p.display())),
+        _ => Ok(()),
+    };
+    for e in entries.flatten() {
+        if e.file_name() == "lock" {
+            continue;
+        }
+        let p = e.path();
+        // remove_dir_all does not follow symlinks.
+        let r = if e.file_type().is_ok_and(|t| t.is_dir()) {
+            fs::remove_dir_all(&p)
+        } else {
+            fs::remove_file(&p)
+        };
+        gone(r, &p)?;
+    }
+    gone(fs::remove_file(dir.join("lock")), &dir.join("lock"))?;
+    gone(fs::remove_dir(dir), dir)
 }
 
 /// libcontainer's state of a container, if readable; a reader can catch the

@@ -35,6 +35,16 @@ struct Paths {
     registry: PathBuf,
 }
 
+impl Paths {
+    fn of(state: &Path, k: &str) -> Self {
+        Paths {
+            lock: state.join(format!(".workdir-{k}.lock")),
+            lease: state.join(format!(".workdir-{k}.lease")),
+            registry: state.join(format!(".workdir-{k}.json")),
+        }
+    }
+}
+
 /// A sandbox's hold on its working directory: `acquire` (exclusive, before
 /// compiling), `create`, `share` (while it runs), `release`.
 pub struct Lease {
@@ -89,12 +99,7 @@ impl Lease {
     pub fn acquire(state: &Path, workdir: &Path) -> Result<Lease> {
         std::fs::create_dir_all(state).with_context(|| format!("create state directory {}", state.display()))?;
         // Dot files beside the per-container directories, which are named by id.
-        let k = key(workdir);
-        let paths = Paths {
-            lock: state.join(format!(".workdir-{k}.lock")),
-            lease: state.join(format!(".workdir-{k}.lease")),
-            registry: state.join(format!(".workdir-{k}.json")),
-        };
+        let paths = Paths::of(state, &key(workdir));
         let mutex = lock_current(&paths.lock)?;
         // Only a cleaner holding the lock unlinks the lease file: under the
         // lock, the file at the path is the current one.
@@ -114,31 +119,35 @@ impl Lease {
     }
 
     /// Creates the placeholders that are missing and records them. Returns
-    /// the ones this call created.
+    /// the ones this call created. The missing ones are recorded before any
+    /// is created, so that a sandbox killed half-way has said what it may
+    /// have made (one it did not make is removed only if it is still empty).
     pub fn create(&self, placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
         let mut entries = entries(&self.paths.registry)?;
-        let mut made = Vec::new();
-        let mut result = Ok(());
-        for p in placeholders {
-            match super::create_placeholder(p) {
-                Ok(false) => continue,
-                Ok(true) => {}
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-            made.push(p.clone());
-            entries.push(Entry {
+        let missing: Vec<&Placeholder> = placeholders
+            .iter()
+            .filter(|p| p.path.symlink_metadata().is_err())
+            .collect();
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        for p in &missing {
+            let e = Entry {
                 path: p.path.clone(),
                 dir: p.dir,
-            });
+            };
+            if !entries.contains(&e) {
+                entries.push(e);
+            }
         }
-        // Recorded even when a later one failed, so that they are removed.
-        if !made.is_empty() {
-            self.store(&entries)?;
+        self.store(&entries)?;
+        let mut made = Vec::new();
+        for p in missing {
+            if super::create_placeholder(p)? {
+                made.push(p.clone());
+            }
         }
-        result.map(|()| made)
+        Ok(made)
     }
 
     /// Holds the lease shared and lets other sandboxes on the directory start.
@@ -168,30 +177,66 @@ impl Lease {
             Some(m) => m,
             None => lock_current(&paths.lock)?,
         };
-        // Under the lock, the lease at the path is the current one; it may be
-        // gone when another sandbox cleaned meanwhile.
-        let lease = match File::open(&paths.lease) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e).with_context(|| format!("open {}", paths.lease.display())),
-        };
-        match lease.try_lock() {
+        clean_locked(&paths).map(|_| ())
+    }
+}
+
+/// `gc`: what sandboxes killed on a working directory left there (their
+/// placeholders and the lease files, named by `key`), removed once no
+/// sandbox holds the directory's lease. A sandbox creating or removing
+/// placeholders there (holding the lock) is left alone. True if removed.
+pub fn collect(state: &Path, key: &str) -> Result<bool> {
+    let paths = Paths::of(state, key);
+    let file = open(&paths.lock)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("lock {}", paths.lock.display()))
+        }
+    }
+    // A lock file another cleaner unlinked meanwhile is not the current one.
+    match std::fs::metadata(&paths.lock) {
+        Ok(m) if m.ino() == file.metadata()?.ino() => {}
+        _ => return Ok(false),
+    }
+    clean_locked(&paths)
+}
+
+/// The working-directory key of a lease file's name, if it is one.
+pub fn key_of(file_name: &str) -> Option<&str> {
+    let rest = file_name.strip_prefix(".workdir-")?;
+    let (key, ext) = rest.split_once('.')?;
+    matches!(ext, "lock" | "lease" | "json" | "json.tmp").then_some(key)
+}
+
+/// With the directory's lock held: if no sandbox holds the lease, removes
+/// every recorded placeholder still empty, the record and the lease files.
+fn clean_locked(paths: &Paths) -> Result<bool> {
+    // Under the lock, the lease at the path is the current one. Without one
+    // no sandbox holds it (a sandbox killed before it opened one, or another
+    // cleaner came first).
+    match File::open(&paths.lease) {
+        Ok(lease) => match lease.try_lock() {
             Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
             Err(std::fs::TryLockError::Error(e)) => {
                 return Err(e).with_context(|| format!("lock {}", paths.lease.display()))
             }
-        }
-        remove_placeholders(&entries(&paths.registry)?);
-        for p in [&paths.registry, &paths.lease, &paths.lock] {
-            if let Err(e) = std::fs::remove_file(p) {
-                if e.kind() != ErrorKind::NotFound {
-                    return Err(e).with_context(|| format!("remove {}", p.display()));
-                }
+        },
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("open {}", paths.lease.display())),
+    }
+    remove_placeholders(&entries(&paths.registry)?);
+    let tmp = paths.registry.with_extension("json.tmp");
+    for p in [&tmp, &paths.registry, &paths.lease, &paths.lock] {
+        if let Err(e) = std::fs::remove_file(p) {
+            if e.kind() != ErrorKind::NotFound {
+                return Err(e).with_context(|| format!("remove {}", p.display()));
             }
         }
-        Ok(())
     }
+    Ok(true)
 }
 
 /// Removes placeholders that are still empty; one the user has since filled is kept.

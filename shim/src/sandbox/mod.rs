@@ -5,6 +5,7 @@
 
 pub mod denials;
 pub mod env_index;
+pub mod gc;
 pub mod host;
 pub mod lease;
 

@@ -1,0 +1,145 @@
+//! What killed sandboxes left in the state directory beside their containers
+//! (which the runtime collects): the bundle of each run, half-written
+//! bundles and skeletons, console sockets, and the placeholders in working
+//! directories no sandbox holds any more (`lease::collect`). The shared
+//! caches stay: `rootfs-<hash>` skeletons, `.env-index-*` files and the
+//! seccomp program cache (outside the state directory).
+//!
+//! A bundle belongs to a live sandbox as long as the process whose pid is in
+//! its id could have made it (`runtime::gc::maker_gone`); a half-written one
+//! (`.NAME.new-<pid>`, `.NAME.old-<pid>`) and a console socket
+//! (`console-<pid>.sock`) likewise.
+
+use std::fs;
+use std::path::Path;
+
+use crate::runtime::gc::{maker_gone, Collected};
+
+/// The pid in a name this module collects, if it is one: `sandbox-<pid>-<hex>.bundle`,
+/// `.NAME.new-<pid>`, `.NAME.old-<pid>`, `console-<pid>.sock`.
+fn maker_pid(name: &str) -> Option<i32> {
+    if let Some(id) = name.strip_suffix(".bundle") {
+        let rest = id.strip_prefix("sandbox-")?;
+        let (pid, nanos) = rest.split_once('-')?;
+        u32::from_str_radix(nanos, 16).ok()?;
+        return pid.parse().ok();
+    }
+    if let Some(pid) = name.strip_prefix("console-").and_then(|n| n.strip_suffix(".sock")) {
+        return pid.parse().ok();
+    }
+    if name.starts_with('.') && !name.starts_with(".env-index-") {
+        let (_, pid) = name.rsplit_once(".new-").or_else(|| name.rsplit_once(".old-"))?;
+        return pid.parse().ok();
+    }
+    None
+}
+
+/// Removes what dead sandboxes left under `state` (`<root>/.claude-shim`).
+pub fn collect(state: &Path) -> Collected {
+    let mut out = Collected::default();
+    let Ok(entries) = fs::read_dir(state) else {
+        return out;
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(key) = super::lease::key_of(&name) {
+            keys.insert(key.to_owned());
+            continue;
+        }
+        let Some(pid) = maker_pid(&name) else { continue };
+        let path = entry.path();
+        // A container's state directory has an id's name and a lock in it;
+        // the runtime collects those.
+        if path.join("lock").is_file() || !maker_gone(pid, &path) {
+            continue;
+        }
+        // remove_dir_all does not follow symlinks.
+        let r = match entry.file_type() {
+            Ok(t) if t.is_dir() => fs::remove_dir_all(&path),
+            _ => fs::remove_file(&path),
+        };
+        match r {
+            Ok(()) => out.removed.push(format!("{} (its sandbox is gone)", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => out.failed.push(format!("remove {}: {e}", path.display())),
+        }
+    }
+    for key in keys {
+        match super::lease::collect(state, &key) {
+            Ok(true) => out.removed.push(format!("placeholders and lease {key}")),
+            Ok(false) => {}
+            Err(e) => out
+                .failed
+                .push(format!("collect the placeholders of lease {key}: {e:#}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_names_with_a_makers_pid_are_collected() {
+        assert_eq!(maker_pid("sandbox-123-0abc.bundle"), Some(123));
+        assert_eq!(maker_pid(".sandbox-123-0abc.bundle.new-77"), Some(77));
+        assert_eq!(maker_pid(".rootfs-0123456789abcdef.new-9"), Some(9));
+        assert_eq!(maker_pid("console-5.sock"), Some(5));
+        for kept in [
+            "rootfs-0123456789abcdef",
+            ".env-index-0123456789abcdef.json",
+            ".env-index-0123456789abcdef.tmp-12",
+            "mycontainer",
+            "x.bundle",
+            "sandbox-1-zz.bundle",
+            ".workdir-00.lock",
+        ] {
+            assert_eq!(maker_pid(kept), None, "{kept}");
+        }
+    }
+
+    #[test]
+    fn a_dead_sandboxs_bundle_and_placeholders_go_and_the_caches_stay() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        let wd = t.path().join("wd");
+        fs::create_dir_all(&wd).unwrap();
+        let dead = 1 << 23;
+        let me = std::process::id();
+        for d in [
+            format!("sandbox-{dead}-1f.bundle"),
+            format!("sandbox-{me}-1f.bundle"),
+            "rootfs-0123456789abcdef".to_owned(),
+            format!(".rootfs-0123456789abcdef.new-{dead}"),
+        ] {
+            fs::create_dir_all(state.join(d).join("sub")).unwrap();
+        }
+        fs::write(state.join(".env-index-0123456789abcdef.json"), "{}").unwrap();
+        let lease = super::super::lease::Lease::acquire(&state, &wd).unwrap();
+        let ph = claude_shim_bundle::Placeholder {
+            path: wd.join(".mcp.json"),
+            dir: false,
+        };
+        lease.create(std::slice::from_ref(&ph)).unwrap();
+        drop(lease); // killed
+        let got = collect(&state);
+        assert!(got.failed.is_empty(), "{:?}", got.failed);
+        assert_eq!(got.removed.len(), 3, "{:?}", got.removed);
+        let mut left: Vec<String> = fs::read_dir(&state)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".env-index-0123456789abcdef.json".to_owned(),
+                "rootfs-0123456789abcdef".to_owned(),
+                format!("sandbox-{me}-1f.bundle")
+            ]
+        );
+        assert!(!ph.path.exists());
+    }
+}

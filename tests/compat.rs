@@ -527,47 +527,44 @@ fn ctr_matches_runc() {
         at_terminal(&refs, &[], cd.dir.path())
     });
 
+    // `ctr run --rm [flags] --rootfs DIR ID CMD...` under `rt`.
+    let rootfs_run = |rt: &str, flags: &[&str], dir: &Path, cmd: &[&str]| {
+        let id = cd.new_id(&format!("rootfs-{rt}"));
+        let (binary, cgroup) = (binary(rt), format!("{}/{id}", cd.cgroup_parent));
+        let mut args = vec!["run", "--rm"];
+        args.extend_from_slice(flags);
+        args.extend([
+            "--rootfs",
+            "--runc-binary",
+            &binary,
+            "--runc-root",
+            cd.runc_root.to_str().unwrap(),
+            "--cgroup",
+            &cgroup,
+            dir.to_str().unwrap(),
+            &id,
+        ]);
+        args.extend_from_slice(cmd);
+        let mut c = cd.ctr(&args);
+        c.stdin(Stdio::null());
+        seen(output_of(c, cd.dir.path()))
+    };
+
     // --rootfs: a plain directory, and ctr writes no PATH into the env.
     let rootfs = claude_shim_e2e::rootfs();
     t.same("ctr run --rootfs (no PATH)", |rt| {
-        let id = cd.new_id(&format!("rootfs-{rt}"));
-        let r = rootfs.to_string_lossy().into_owned();
-        let out = output_of(
-            {
-                let mut c = cd.ctr(&[
-                    "run",
-                    "--rm",
-                    "--rootfs",
-                    "--runc-binary",
-                    &binary(rt),
-                    "--runc-root",
-                    cd.runc_root.to_str().unwrap(),
-                    "--cgroup",
-                    &format!("{}/{id}", cd.cgroup_parent),
-                    &r,
-                    &id,
-                    "/bin/sh",
-                    "-c",
-                    "echo by-path; echo PATH=$PATH",
-                ]);
-                c.stdin(Stdio::null());
-                c
-            },
-            cd.dir.path(),
-        );
-        seen(out)
+        rootfs_run(rt, &[], &rootfs, &["/bin/sh", "-c", "echo by-path; echo PATH=$PATH"])
     });
 
     // ctr run --read-only on a --rootfs whose /run, /tmp and /var/tmp hold
     // files, with a tmpfs asking tmpcopyup on each (as podman asks).
+    // containerd's default spec already mounts an empty tmpfs on /run, so
+    // under both runtimes /run's files are hidden before the copy.
     let files = files_rootfs(cd.dir.path());
     let tmpfs = |dest: &str| format!("type=tmpfs,src=tmpfs,dst={dest},options=rw:nosuid:nodev:tmpcopyup");
     let (run_m, tmp_m, var_m) = (tmpfs("/run"), tmpfs("/tmp"), tmpfs("/var/tmp"));
     t.same("ctr --rootfs --read-only --mount tmpfs tmpcopyup", |rt| {
-        let id = cd.new_id(&format!("ro-{rt}"));
-        let mut c = cd.ctr(&[
-            "run",
-            "--rm",
+        let flags = [
             "--read-only",
             "--mount",
             &run_m,
@@ -577,21 +574,8 @@ fn ctr_matches_runc() {
             &var_m,
             "--env",
             "PATH=/bin:/sbin",
-            "--rootfs",
-            "--runc-binary",
-            &binary(rt),
-            "--runc-root",
-            cd.runc_root.to_str().unwrap(),
-            "--cgroup",
-            &format!("{}/{id}", cd.cgroup_parent),
-            files.to_str().unwrap(),
-            &id,
-            "sh",
-            "-c",
-            READ_ONLY_CHECK,
-        ]);
-        c.stdin(Stdio::null());
-        seen(output_of(c, cd.dir.path()))
+        ];
+        rootfs_run(rt, &flags, &files, &["sh", "-c", READ_ONLY_CHECK])
     });
     t.same("ctr --read-only (snapshotter rootfs)", |rt| {
         run(

@@ -5,6 +5,7 @@
 //! check with both runtimes' results.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -20,23 +21,121 @@ fn seen(out: std::process::Output) -> Seen {
     (out.status.code(), text(&out.stdout))
 }
 
-/// Runs `check` under both runtimes, prints both results, asserts they agree
-/// (a runtime's name in the output, as in a container name, reads "RT").
-fn same(name: &str, mut check: impl FnMut(&str) -> Seen) {
-    let (code, out) = check("runc");
-    let theirs = (code, out.replace("runc", "RT"));
-    let (code, out) = check("claude-shim");
-    let ours = (code, out.replace("claude-shim", "RT"));
-    println!("{name}: runc {theirs:?} | claude-shim {ours:?}");
-    assert_eq!(ours, theirs, "{name}: claude-shim differs from runc");
+/// The checks of one test: each runs under both runtimes; the table of
+/// check / runc / claude-shim is printed at the end (`--nocapture` shows it
+/// for a passing run too), then every difference fails the test.
+#[derive(Default)]
+struct Table {
+    rows: Vec<(String, Seen, Seen)>,
+}
+
+impl Table {
+    /// Runs `check` under runc and then claude-shim (a runtime's name in the
+    /// output, as in a container name, reads "RT").
+    fn same(&mut self, name: &str, mut check: impl FnMut(&str) -> Seen) {
+        let (code, out) = check("runc");
+        let theirs = (code, out.replace("runc", "RT"));
+        let (code, out) = check("claude-shim");
+        let ours = (code, out.replace("claude-shim", "RT"));
+        self.rows.push((name.to_owned(), theirs, ours));
+    }
+
+    fn finish(self, title: &str) {
+        let cell = |s: &Seen| {
+            let out = s.1.trim_end().replace('\n', " | ");
+            format!("exit {} {out:?}", s.0.map_or("signal".into(), |c| c.to_string()))
+        };
+        println!("\n{title}: check / runc / claude-shim");
+        for (name, theirs, ours) in &self.rows {
+            let verdict = if theirs == ours { "same" } else { "DIFFERENT" };
+            println!(
+                "{name:<44} | runc {} | claude-shim {} | {verdict}",
+                cell(theirs),
+                cell(ours)
+            );
+        }
+        let differ: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|(_, theirs, ours)| theirs != ours)
+            .map(|(name, ..)| name.as_str())
+            .collect();
+        assert!(differ.is_empty(), "claude-shim differs from runc in: {differ:?}");
+    }
 }
 
 /// Caps and seccomp lines of /proc/self/status.
 const STATUS: &str = "grep -E '^(Cap|Seccomp:|NoNewPrivs)' /proc/self/status";
 
+/// What a user of `--read-only` checks on the image from `files_rootfs`: the
+/// image's files in /run, /tmp and /var/tmp (contents, modes, owners, a
+/// symlink), those tmpfs writable, the root read-only.
+const READ_ONLY_CHECK: &str = "cat /run/app.pid /tmp/hello /tmp/sub/deep/f /var/tmp/vt; \
+    stat -c '%A %u:%g %n' /run /run/app.pid /run/lock /tmp /tmp/hello /tmp/sub /tmp/sub/deep /var/tmp; \
+    readlink /tmp/link; touch /tmp/new /run/new /var/tmp/new && echo tmpfs-rw; \
+    touch /x 2>/dev/null || echo root-ro";
+
+/// A copy of the test rootfs whose /run, /tmp and /var/tmp hold files, as a
+/// real image's do (pid files, lock directories, a user's private directory).
+fn files_rootfs(dir: &Path) -> PathBuf {
+    let root = dir.join("files-rootfs");
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(claude_shim_e2e::rootfs())
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cp: {}", text(&out.stderr));
+    let script = "set -e; cd \"$1\"; mkdir -p run/lock tmp/sub/deep; echo 4242 > run/app.pid; \
+        chown 1000:1000 run/app.pid; chmod 0640 run/app.pid; echo hello > tmp/hello; chmod 0600 tmp/hello; \
+        ln -s hello tmp/link; echo deep > tmp/sub/deep/f; chown 1000:1000 tmp/sub; chmod 0700 tmp/sub; \
+        echo vt > var/tmp/vt";
+    let out = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "files rootfs: {}", text(&out.stderr));
+    root
+}
+
+/// Imports `rootfs` into the test's podman as `tag`, as hack/podman imports
+/// the test image (under its lock, removing the blob cache that
+/// containers/image writes to /var/lib/containers whatever the storage root).
+fn import_image(pm: &Podman, rootfs: &Path, tag: &str) {
+    let tar = pm.dir.path().join("files-rootfs.tar");
+    let out = Command::new("tar")
+        .arg("-C")
+        .arg(rootfs)
+        .arg("--numeric-owner")
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tar: {}", text(&out.stderr));
+    let script = "c=/var/lib/containers/cache; had=0; [ -e $c/blob-info-cache-v1.boltdb ] && had=1; \
+        hadvar=0; [ -e /var/lib/containers ] && hadvar=1; \
+        podman import -q --change 'ENV=PATH=/usr/sbin:/usr/bin:/sbin:/bin' \"$1\" \"$2\" >/dev/null; s=$?; \
+        if [ $had = 0 ]; then rm -f $c/blob-info-cache-v1.boltdb; rmdir $c 2>/dev/null; \
+        [ $hadvar = 1 ] || rmdir /var/lib/containers 2>/dev/null; fi; exit $s";
+    let hack_podman = claude_shim_e2e::workspace().join("hack/podman");
+    let mut c = Command::new("flock");
+    c.arg(&hack_podman)
+        .args(["sh", "-c", script, "sh"])
+        .arg(&tar)
+        .arg(tag)
+        .env("CONTAINERS_CONF", pm.dir.path().join("containers.conf"))
+        .env("CONTAINERS_STORAGE_CONF", pm.dir.path().join("storage.conf"));
+    let out = output_of(c, pm.dir.path());
+    assert!(out.status.success(), "podman import: {}", text(&out.stderr));
+    std::fs::remove_file(&tar).unwrap();
+}
+
 #[test]
 fn podman_flags_match_runc() {
     let pm = Podman::new();
+    let mut t = Table::default();
     let run = |rt: &str, rest: &[&str]| seen(pm.run_container("run", rt, rest));
     let img = IMAGE;
 
@@ -110,10 +209,54 @@ fn podman_flags_match_runc() {
         ),
     ];
     for (name, flags, cmd) in checks {
-        same(name, |rt| {
+        t.same(name, |rt| {
             let mut rest: Vec<&str> = flags.to_vec();
             rest.push(img);
             rest.extend_from_slice(cmd);
+            run(rt, &rest)
+        });
+    }
+
+    // --read-only on an image whose /run, /tmp and /var/tmp hold files:
+    // podman mounts a tmpfs with tmpcopyup on each.
+    let files = "localhost/claude-shim-files:latest";
+    import_image(&pm, &files_rootfs(pm.dir.path()), files);
+    let file_checks: &[(&str, &[&str], &str)] = &[
+        (
+            "--read-only, files in /run /tmp /var/tmp",
+            &["--rm", "--read-only"],
+            READ_ONLY_CHECK,
+        ),
+        (
+            "--read-only --read-only-tmpfs, files",
+            &["--rm", "--read-only", "--read-only-tmpfs"],
+            READ_ONLY_CHECK,
+        ),
+        (
+            "--read-only --read-only-tmpfs=false, files",
+            &["--rm", "--read-only", "--read-only-tmpfs=false"],
+            "cat /tmp/hello; touch /tmp/new 2>/dev/null || echo tmp-ro",
+        ),
+        (
+            "--read-only-tmpfs alone (root stays rw), files",
+            &["--rm", "--read-only-tmpfs"],
+            "cat /run/app.pid; touch /x && echo root-rw; mount | grep -c ' /tmp '",
+        ),
+        (
+            "--tmpfs /tmp (tmpcopyup), files",
+            &["--rm", "--tmpfs", "/tmp"],
+            "ls -A /tmp; stat -c '%A %n' /tmp /tmp/sub; cat /tmp/sub/deep/f",
+        ),
+        (
+            "--tmpfs /tmp:notmpcopyup, files",
+            &["--rm", "--tmpfs", "/tmp:notmpcopyup"],
+            "ls -A /tmp; echo listed",
+        ),
+    ];
+    for (name, flags, cmd) in file_checks {
+        t.same(name, |rt| {
+            let mut rest: Vec<&str> = flags.to_vec();
+            rest.extend([files, "sh", "-c", cmd]);
             run(rt, &rest)
         });
     }
@@ -126,7 +269,7 @@ fn podman_flags_match_runc() {
     )
     .unwrap();
     let opt = format!("seccomp={}", profile.display());
-    same("--security-opt seccomp=", |rt| {
+    t.same("--security-opt seccomp=", |rt| {
         run(
             rt,
             &[
@@ -146,7 +289,7 @@ fn podman_flags_match_runc() {
     std::fs::create_dir_all(&vol).unwrap();
     let rw = format!("{}:/vol:rw", vol.display());
     let ro = format!("{}:/vol:ro", vol.display());
-    same("-v rw", |rt| {
+    t.same("-v rw", |rt| {
         let r = run(
             rt,
             &[
@@ -161,7 +304,7 @@ fn podman_flags_match_runc() {
         );
         (r.0, r.1.replace(rt, "RT"))
     });
-    same("-v ro", |rt| {
+    t.same("-v ro", |rt| {
         run(
             rt,
             &[
@@ -177,7 +320,7 @@ fn podman_flags_match_runc() {
     });
 
     // -i: stdin reaches the process.
-    same("-i", |rt| {
+    t.same("-i", |rt| {
         let mut c = pm.container_command("run", rt, &["--rm", "-i", img, "sh", "-c", "cat; echo done"]);
         let mut child = c
             .stdin(Stdio::piped())
@@ -190,7 +333,7 @@ fn podman_flags_match_runc() {
     });
 
     // -it: a terminal.
-    same("-it", |rt| {
+    t.same("-it", |rt| {
         let conf = pm.dir.path().join("containers.conf");
         let storage = pm.dir.path().join("storage.conf");
         let flags = pm.container_flags(rt);
@@ -224,13 +367,13 @@ fn podman_flags_match_runc() {
         pm.wait_status(&name, "running");
     }
     let d = |rt: &str| format!("d-{rt}");
-    same("-d logs", |rt| {
+    t.same("-d logs", |rt| {
         wait_until(Duration::from_secs(10), "the log line", || {
             pm.ok(&["logs", &d(rt)]).contains("started").then_some(())
         });
         seen(pm.run(&["logs", &d(rt)]))
     });
-    same("exec -u -w -e", |rt| {
+    t.same("exec -u -w -e", |rt| {
         seen(pm.run(&[
             "exec",
             "-u",
@@ -245,10 +388,10 @@ fn podman_flags_match_runc() {
             "id; pwd; echo $X",
         ]))
     });
-    same("exec exit status", |rt| {
+    t.same("exec exit status", |rt| {
         seen(pm.run(&["exec", &d(rt), "sh", "-c", "exit 5"]))
     });
-    same("exec -it", |rt| {
+    t.same("exec -it", |rt| {
         let conf = pm.dir.path().join("containers.conf");
         let storage = pm.dir.path().join("storage.conf");
         let name = d(rt);
@@ -266,11 +409,11 @@ fn podman_flags_match_runc() {
             pm.dir.path(),
         )
     });
-    same("top", |rt| {
+    t.same("top", |rt| {
         let out = pm.run(&["top", &d(rt), "args"]);
         (out.status.code(), text(&out.stdout))
     });
-    same("cp in and out", |rt| {
+    t.same("cp in and out", |rt| {
         let src = pm.dir.path().join(format!("cp-{rt}"));
         std::fs::write(&src, "copied\n").unwrap();
         pm.ok(&["cp", src.to_str().unwrap(), &format!("{}:/tmp/c", d(rt))]);
@@ -278,7 +421,7 @@ fn podman_flags_match_runc() {
         pm.ok(&["cp", &format!("{}:/tmp/c", d(rt)), back.to_str().unwrap()]);
         (Some(0), std::fs::read_to_string(back).unwrap())
     });
-    same("export", |rt| {
+    t.same("export", |rt| {
         let tar = pm.dir.path().join(format!("export-{rt}.tar"));
         pm.ok(&["export", "-o", tar.to_str().unwrap(), &d(rt)]);
         let list = Command::new("tar").arg("-tf").arg(&tar).output().unwrap();
@@ -287,26 +430,26 @@ fn podman_flags_match_runc() {
             .any(|l| l.trim_start_matches("./") == "bin/busybox");
         (list.status.code(), format!("busybox={has_busybox}"))
     });
-    same("pause/unpause", |rt| {
+    t.same("pause/unpause", |rt| {
         pm.ok(&["pause", &d(rt)]);
         let paused = pm.status(&d(rt));
         pm.ok(&["unpause", &d(rt)]);
         (Some(0), format!("{paused} {}", pm.status(&d(rt))))
     });
-    same("stop of a TERM-ignoring process", |rt| {
+    t.same("stop of a TERM-ignoring process", |rt| {
         let out = pm.run(&["stop", "--time", "1", &d(rt)]);
         (
             out.status.code(),
             format!("{} {}", pm.status(&d(rt)), pm.inspect(&d(rt), "{{.State.ExitCode}}")),
         )
     });
-    same("restart", |rt| {
+    t.same("restart", |rt| {
         pm.ok(&["restart", "--time", "0", &d(rt)]);
         pm.wait_status(&d(rt), "running");
         let out = pm.run(&["exec", &d(rt), "true"]);
         (out.status.code(), pm.status(&d(rt)))
     });
-    same("inspect exit code after kill", |rt| {
+    t.same("inspect exit code after kill", |rt| {
         pm.ok(&["kill", &d(rt)]);
         pm.wait_status(&d(rt), "exited");
         (
@@ -317,7 +460,7 @@ fn podman_flags_match_runc() {
     for rt in RUNTIMES {
         pm.ok(&["rm", &d(rt)]);
     }
-    same("--rm after a signal", |rt| {
+    t.same("--rm after a signal", |rt| {
         let name = format!("sig-{rt}");
         let mut child = pm
             .container_command("run", rt, &["--rm", "--name", &name, img, "sleep", "1000"])
@@ -334,12 +477,14 @@ fn podman_flags_match_runc() {
         });
         (code, "removed".into())
     });
+    t.finish("podman");
     pm.finish();
 }
 
 #[test]
 fn ctr_matches_runc() {
     let cd = Containerd::new();
+    let mut t = Table::default();
     let binary = |rt: &str| {
         if rt == "runc" {
             "runc".to_owned()
@@ -362,9 +507,9 @@ fn ctr_matches_runc() {
         ("--cwd", &["--rm", "--cwd", "/etc"], &["pwd"]),
     ];
     for (name, flags, cmd) in checks {
-        same(&format!("ctr {name}"), |rt| run(rt, flags, cmd));
+        t.same(&format!("ctr {name}"), |rt| run(rt, flags, cmd));
     }
-    same("ctr --tty", |rt| {
+    t.same("ctr --tty", |rt| {
         let id = cd.new_id(&format!("tty-{rt}"));
         let args = cd.run_args(
             &binary(rt),
@@ -382,42 +527,69 @@ fn ctr_matches_runc() {
         at_terminal(&refs, &[], cd.dir.path())
     });
 
+    // `ctr run --rm [flags] --rootfs DIR ID CMD...` under `rt`.
+    let rootfs_run = |rt: &str, flags: &[&str], dir: &Path, cmd: &[&str]| {
+        let id = cd.new_id(&format!("rootfs-{rt}"));
+        let (binary, cgroup) = (binary(rt), format!("{}/{id}", cd.cgroup_parent));
+        let mut args = vec!["run", "--rm"];
+        args.extend_from_slice(flags);
+        args.extend([
+            "--rootfs",
+            "--runc-binary",
+            &binary,
+            "--runc-root",
+            cd.runc_root.to_str().unwrap(),
+            "--cgroup",
+            &cgroup,
+            dir.to_str().unwrap(),
+            &id,
+        ]);
+        args.extend_from_slice(cmd);
+        let mut c = cd.ctr(&args);
+        c.stdin(Stdio::null());
+        seen(output_of(c, cd.dir.path()))
+    };
+
     // --rootfs: a plain directory, and ctr writes no PATH into the env.
     let rootfs = claude_shim_e2e::rootfs();
-    same("ctr run --rootfs (no PATH)", |rt| {
-        let id = cd.new_id(&format!("rootfs-{rt}"));
-        let r = rootfs.to_string_lossy().into_owned();
-        let out = output_of(
-            {
-                let mut c = cd.ctr(&[
-                    "run",
-                    "--rm",
-                    "--rootfs",
-                    "--runc-binary",
-                    &binary(rt),
-                    "--runc-root",
-                    cd.runc_root.to_str().unwrap(),
-                    "--cgroup",
-                    &format!("{}/{id}", cd.cgroup_parent),
-                    &r,
-                    &id,
-                    "/bin/sh",
-                    "-c",
-                    "echo by-path; echo PATH=$PATH",
-                ]);
-                c.stdin(Stdio::null());
-                c
-            },
-            cd.dir.path(),
-        );
-        seen(out)
+    t.same("ctr run --rootfs (no PATH)", |rt| {
+        rootfs_run(rt, &[], &rootfs, &["/bin/sh", "-c", "echo by-path; echo PATH=$PATH"])
+    });
+
+    // ctr run --read-only on a --rootfs whose /run, /tmp and /var/tmp hold
+    // files, with a tmpfs asking tmpcopyup on each (as podman asks).
+    // containerd's default spec already mounts an empty tmpfs on /run, so
+    // under both runtimes /run's files are hidden before the copy.
+    let files = files_rootfs(cd.dir.path());
+    let tmpfs = |dest: &str| format!("type=tmpfs,src=tmpfs,dst={dest},options=rw:nosuid:nodev:tmpcopyup");
+    let (run_m, tmp_m, var_m) = (tmpfs("/run"), tmpfs("/tmp"), tmpfs("/var/tmp"));
+    t.same("ctr --rootfs --read-only --mount tmpfs tmpcopyup", |rt| {
+        let flags = [
+            "--read-only",
+            "--mount",
+            &run_m,
+            "--mount",
+            &tmp_m,
+            "--mount",
+            &var_m,
+            "--env",
+            "PATH=/bin:/sbin",
+        ];
+        rootfs_run(rt, &flags, &files, &["sh", "-c", READ_ONLY_CHECK])
+    });
+    t.same("ctr --read-only (snapshotter rootfs)", |rt| {
+        run(
+            rt,
+            &["--rm", "--read-only"],
+            &["sh", "-c", "touch /x 2>/dev/null || echo root-ro"],
+        )
     });
 
     // A task: exec, pause/resume, kill --all, its exit status.
     let task_ids: Vec<String> = RUNTIMES.iter().map(|rt| cd.new_id(&format!("task-{rt}"))).collect();
-    let t = |rt: &str| task_ids[RUNTIMES.iter().position(|r| *r == rt).unwrap()].clone();
+    let task = |rt: &str| task_ids[RUNTIMES.iter().position(|r| *r == rt).unwrap()].clone();
     for rt in RUNTIMES {
-        let id = t(rt);
+        let id = task(rt);
         let args = cd.run_args(
             &binary(rt),
             &["-d"],
@@ -428,28 +600,53 @@ fn ctr_matches_runc() {
         cd.ok(&refs);
         cd.wait_task(&id, "RUNNING");
     }
-    same("ctr task exec", |rt| {
-        seen(cd.run(&["task", "exec", "--exec-id", "e1", &t(rt), "sh", "-c", "echo in; exit 4"]))
+    t.same("ctr task exec", |rt| {
+        seen(cd.run(&[
+            "task",
+            "exec",
+            "--exec-id",
+            "e1",
+            &task(rt),
+            "sh",
+            "-c",
+            "echo in; exit 4",
+        ]))
     });
-    same("ctr task pause/resume", |rt| {
-        cd.ok(&["task", "pause", &t(rt)]);
-        let paused = cd.task_status(&t(rt)).unwrap_or_default();
-        cd.ok(&["task", "resume", &t(rt)]);
+    t.same("ctr task exec --user --cwd", |rt| {
+        seen(cd.run(&[
+            "task",
+            "exec",
+            "--exec-id",
+            "e2",
+            "--user",
+            "1000",
+            "--cwd",
+            "/etc",
+            &task(rt),
+            "sh",
+            "-c",
+            "id -u; pwd",
+        ]))
+    });
+    t.same("ctr task pause/resume", |rt| {
+        cd.ok(&["task", "pause", &task(rt)]);
+        let paused = cd.task_status(&task(rt)).unwrap_or_default();
+        cd.ok(&["task", "resume", &task(rt)]);
         (
             Some(0),
-            format!("{paused} {}", cd.task_status(&t(rt)).unwrap_or_default()),
+            format!("{paused} {}", cd.task_status(&task(rt)).unwrap_or_default()),
         )
     });
-    same("ctr task kill --all, exit status", |rt| {
-        cd.ok(&["task", "kill", "--all", "--signal", "TERM", &t(rt)]);
-        cd.wait_task(&t(rt), "STOPPED");
-        let out = cd.run(&["task", "delete", &t(rt)]);
-        cd.ok(&["container", "delete", &t(rt)]);
+    t.same("ctr task kill --all, exit status", |rt| {
+        cd.ok(&["task", "kill", "--all", "--signal", "TERM", &task(rt)]);
+        cd.wait_task(&task(rt), "STOPPED");
+        let out = cd.run(&["task", "delete", &task(rt)]);
+        cd.ok(&["container", "delete", &task(rt)]);
         seen(out)
     });
 
     // An error reaches the user: a program that does not exist.
-    same("ctr error reaches the user", |rt| {
+    t.same("ctr error reaches the user", |rt| {
         let id = cd.new_id(&format!("err-{rt}"));
         let out = cd.run_container(&binary(rt), &["--rm"], &id, &["/no/such/program"]);
         let stderr = text(&out.stderr);
@@ -459,5 +656,6 @@ fn ctr_matches_runc() {
             format!("names the program: {}", stderr.contains("/no/such/program")),
         )
     });
+    t.finish("ctr");
     cd.finish();
 }

@@ -144,18 +144,30 @@ fn tmpcopyup_tmpfs_as_podman_read_only_asks() {
     assert!(ours.contains("writable"), "{ours}");
     env.assert_no_leaks(&id);
 
-    // Stricter than runc: over a directory that holds files (the rootfs's
-    // /var holds tmp/) claude-shim refuses, naming the field, rather than
-    // copy files in (not supported yet) or hide them.
+    // Over a directory that holds files (the rootfs's /var, 0755, holds
+    // tmp/, 1777), the files are copied up and the tmpfs takes /var's mode.
+    // One deliberate difference: runc 1.1.5 makes copied directories with
+    // mkdir(mode) under the umask and never chmods them, so /var/tmp comes
+    // out 1755 (runc issue 3991, fixed in later runc); claude-shim keeps 1777.
     let bundle = env.bundle("copyup-full", |v| {
         v["mounts"].as_array_mut().unwrap().push(serde_json::json!({
             "destination": "/var", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup"]
         }));
-        set_args(v, &["true"]);
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "stat -c '%A %n' /var /var/tmp; touch /var/tmp/z && echo writable",
+            ],
+        );
     });
+    let b = in_bundle(&bundle);
     let id = unique_id("copyup-full");
-    let line = env.fails(&run_args(&in_bundle(&bundle), &id));
-    assert!(line.contains("tmpcopyup") && line.contains(".options"), "{line}");
+    let ours = env.ok(&run_args(&b, &id));
+    let theirs = runc_ok(&env, &run_args(&b, "runc-copyup-full"));
+    assert_eq!(ours, "drwxr-xr-x /var\ndrwxrwxrwt /var/tmp\nwritable\n");
+    assert_eq!(theirs, "drwxr-xr-x /var\ndrwxr-xr-t /var/tmp\nwritable\n");
     env.assert_no_leaks(&id);
 }
 

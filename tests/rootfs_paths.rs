@@ -249,3 +249,119 @@ fn device_node_under_an_escaping_symlink_stays_in_the_rootfs() {
     let meta = std::fs::symlink_metadata(&inside).unwrap();
     assert!(std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type()));
 }
+
+fn copy_up_tmpfs(dest: &str) -> Value {
+    json!({"destination": dest, "type": "tmpfs", "source": "tmpfs",
+           "options": ["rw", "rprivate", "nosuid", "nodev", "tmpcopyup"]})
+}
+
+/// The permissions, owner, size and mtime of a path and, for a directory,
+/// the names in it: what a copy that followed a link could have changed.
+fn fingerprint(p: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).unwrap();
+    let mut names: Vec<String> = if m.is_dir() {
+        std::fs::read_dir(p)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    } else {
+        vec![]
+    };
+    names.sort();
+    format!(
+        "{:o} {}:{} {} {} {names:?}",
+        m.mode(),
+        m.uid(),
+        m.gid(),
+        m.size(),
+        m.mtime()
+    )
+}
+
+/// A hostile image for `tmpcopyup` (podman's `--read-only` and `--tmpfs`):
+/// under the copied /data, symlinks point at a host directory, at a host file
+/// and up out of the rootfs, and the destination /cache is itself a link to
+/// the host directory's path. Each link under /data is copied as a link and
+/// never followed; /cache resolves inside the rootfs (as the container reads
+/// it), so what is copied there is the rootfs's directory of that path, not
+/// the host's. The host directory's file is seen nowhere; nothing on the host
+/// changes.
+#[test]
+fn tmpcopyup_copies_escaping_symlinks_as_symlinks() {
+    let env = Env::new();
+    let rootfs = private_rootfs(&env, "copyup-links");
+    for tool in ["readlink", "echo", "touch"] {
+        symlink("busybox", rootfs.join("bin").join(tool)).unwrap();
+    }
+    let host_dir = env.dir.path().join("copyup-host-dir");
+    std::fs::create_dir(&host_dir).unwrap();
+    std::fs::write(host_dir.join("host-secret"), "secret\n").unwrap();
+    let host_file = env.dir.path().join("copyup-host-file");
+    std::fs::write(&host_file, "host\n").unwrap();
+    std::fs::set_permissions(&host_file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let data = rootfs.join("data");
+    std::fs::create_dir_all(data.join("sub")).unwrap();
+    symlink(&host_dir, data.join("dir-link")).unwrap();
+    symlink(&host_file, data.join("sub/file-link")).unwrap();
+    symlink("../../../../../../..", data.join("up")).unwrap();
+    std::fs::write(data.join("plain"), "image\n").unwrap();
+    symlink(&host_dir, rootfs.join("cache")).unwrap();
+    let in_rootfs = rootfs.join(host_dir.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(&in_rootfs).unwrap();
+    std::fs::write(in_rootfs.join("rootfs-file"), "").unwrap();
+    let before = (fingerprint(&host_dir), fingerprint(&host_file));
+
+    let bundle = env.bundle("copyup-links", |v| {
+        v["root"] = json!({"path": rootfs, "readonly": true});
+        push_mount(v, copy_up_tmpfs("/data"));
+        push_mount(v, copy_up_tmpfs("/cache"));
+        set_args(
+            v,
+            &[
+                "sh",
+                "-c",
+                "for l in dir-link sub/file-link up; do readlink /data/$l; done; cat /data/plain; \
+                 ls -A /cache; ls -A /data/dir-link/; cat /data/sub/file-link 2>/dev/null || echo dangles; \
+                 touch /cache/x /data/y && echo writable",
+            ],
+        );
+    });
+    let id = unique_id("copyup-links");
+    let out = env.ok(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
+    env.assert_no_leaks(&id);
+    assert_eq!(
+        out,
+        format!(
+            "{}\n{}\n../../../../../../..\nimage\nrootfs-file\nrootfs-file\ndangles\nwritable\n",
+            host_dir.display(),
+            host_file.display()
+        )
+    );
+    assert_eq!((fingerprint(&host_dir), fingerprint(&host_file)), before);
+    assert_eq!(std::fs::read_to_string(&host_file).unwrap(), "host\n");
+}
+
+/// A hostile image cannot make the copy run long or fill memory: past the
+/// byte limit (here one sparse 2 GiB file) the run is refused with one line
+/// naming the mount, and nothing is left behind.
+#[test]
+fn tmpcopyup_past_its_limit_is_refused_naming_the_mount() {
+    let env = Env::new();
+    let rootfs = private_rootfs(&env, "copyup-big");
+    let big = std::fs::File::create(rootfs.join("tmp/big")).unwrap();
+    big.set_len(2 << 30).unwrap();
+    let bundle = env.bundle("copyup-big", |v| {
+        v["root"] = json!({"path": rootfs, "readonly": true});
+        push_mount(v, copy_up_tmpfs("/tmp"));
+        set_args(v, &["true"]);
+    });
+    let id = unique_id("copyup-big");
+    let line = env.fails(&["run", "--bundle", bundle.to_str().unwrap(), &id]);
+    assert!(
+        line.contains("tmpcopyup of /tmp at big: refused: more than 1073741824 bytes to copy"),
+        "{line}"
+    );
+    env.assert_no_leaks(&id);
+}

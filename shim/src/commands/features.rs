@@ -90,6 +90,7 @@ pub fn features_json() -> serde_json::Value {
         "suid",
         "symfollow",
         "sync",
+        "tmpcopyup",
         "unbindable",
     ];
     json!({

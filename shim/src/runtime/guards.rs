@@ -351,42 +351,6 @@ pub fn check_destination(rootfs: &Path, dest: &Path) -> Result<PathBuf> {
     Ok(Path::new("/").join(resolved))
 }
 
-/// `tmpcopyup` (podman's option on the tmpfs it adds for `--read-only`, which
-/// runc and crun honour) asks for the directory's contents to be copied into
-/// the new tmpfs; libcontainer 0.7 passes the word on to mount(2), which fails
-/// with EINVAL. Over an empty or missing directory the copy is empty and the
-/// option is dropped; over a directory that holds files claude-shim refuses,
-/// naming the mount, rather than hide the image's files.
-pub fn tmpcopyup(spec: &mut Spec, rootfs: &Path) -> Result<()> {
-    let Some(mut mounts) = spec.mounts().clone() else {
-        return Ok(());
-    };
-    for (i, m) in mounts.iter_mut().enumerate() {
-        let Some(options) = m.options().clone() else { continue };
-        if !options.iter().any(|o| o == "tmpcopyup") {
-            continue;
-        }
-        let dest = m.destination().clone();
-        let resolved = check_destination(rootfs, &dest)?;
-        let dir = rootfs.join(resolved.strip_prefix("/").unwrap_or(&resolved));
-        let holds_files = match std::fs::read_dir(&dir) {
-            Ok(mut entries) => entries.next().is_some(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) => return Err(e).with_context(|| format!("read {}", dir.display())),
-        };
-        if holds_files {
-            bail!(
-                "mount {} with tmpcopyup (mounts[{i}].options): {} holds files, and copying them up is not supported",
-                dest.display(),
-                dir.display()
-            );
-        }
-        m.set_options(Some(options.into_iter().filter(|o| o != "tmpcopyup").collect()));
-    }
-    spec.set_mounts(Some(mounts));
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,7 @@
 pub mod cgroup;
 pub mod cgroup_v1_unprivileged;
 pub mod cgroup_v2;
+mod copy_up_tests;
 pub mod creator;
 pub mod executor;
 pub mod foreground;
@@ -366,7 +367,6 @@ impl Runtime {
             let resolved = guards::check_destination(&rootfs, m.destination())?;
             libcontainer::rootfs::proc_sys::check(&resolved, m).map_err(|e| anyhow!(e))?;
         }
-        guards::tmpcopyup(&mut spec, &rootfs)?;
         if let Some(r) = spec.root_mut() {
             r.set_path(rootfs.clone());
         }

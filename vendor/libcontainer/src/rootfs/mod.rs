@@ -15,6 +15,8 @@ pub(super) mod symlink;
 
 pub mod proc_sys;
 
+pub mod copy_up;
+
 pub mod utils;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
 use std::fs::{Permissions, canonicalize};
 use std::io::{BufRead, BufReader, ErrorKind};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -580,6 +580,24 @@ impl Mount {
         let root = Root::open(rootfs)?;
         let container_dest = m.destination();
 
+        // claude-shim: `tmpcopyup` is runc's extension, not a mount option for
+        // the kernel; honoured for tmpfs (below, before the tmpfs is attached),
+        // ignored elsewhere, as runc does.
+        let copy_up = data_options.iter().any(|o| o == "tmpcopyup") && typ == Some("tmpfs");
+        data_options.retain(|o| o != "tmpcopyup");
+        // claude-shim: a tmpfs over an existing directory takes that
+        // directory's mode (a `mode=` in the options still wins, coming
+        // later), as in runc: /run stays 0755 under podman's --read-only
+        // rather than the tmpfs default 1777.
+        if typ == Some("tmpfs") && !is_bind(m) {
+            if let Ok(existing) = root.resolve(container_dest) {
+                let st = nix::sys::stat::fstat(existing.as_fd().as_raw_fd())?;
+                if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                    data_options.insert(0, format!("mode={:04o}", st.st_mode & 0o7777));
+                }
+            }
+        }
+
         let source = m.source().as_ref().ok_or(MountError::NoSource)?;
         let dir_perm = Permissions::from_mode(0o755);
         let src = if is_bind(m) {
@@ -733,6 +751,17 @@ impl Mount {
                 // fsmount
                 let mount_fd_owned = self.syscall.fsmount(fsfd, 0, None)?;
                 let mount_fd = mount_fd_owned.as_fd();
+
+                // claude-shim: copy the covered directory into the tmpfs
+                // while it is still detached and writable.
+                if copy_up {
+                    super::copy_up::copy_up(
+                        dest_fd,
+                        mount_fd,
+                        container_dest,
+                        super::copy_up::LIMITS,
+                    )?;
+                }
 
                 // mount_setattr
                 let attr_set_from_flags = self.mount_flag_to_attr(&mount_option_config.flags);

@@ -93,6 +93,8 @@ pub enum Command {
     Verify(Verify),
     /// Run Claude Code sandboxed: the whole agent (default), or each of its Bash commands (--per-command)
     Claude(Claude),
+    /// Policy tools: `policy import [FILE]` translates Claude Code's or srt's sandbox settings
+    Policy(PolicyArgs),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
@@ -134,6 +136,22 @@ pub struct Claude {
     /// Arguments for claude
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCommand {
+    /// Print a TOML policy translated from a Claude Code settings.json or an srt settings file
+    /// (default: the user's Claude Code settings files, in Claude Code's order of precedence)
+    Import {
+        /// The settings file
+        file: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -95,6 +95,8 @@ pub enum Command {
     Claude(Claude),
     /// Remove what killed runtimes left under the state root; live and handed-over containers stay
     Gc,
+    /// Policy tools: `policy import [FILE]` translates Claude Code's or srt's sandbox settings
+    Policy(PolicyArgs),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
@@ -136,6 +138,22 @@ pub struct Claude {
     /// Arguments for claude
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCommand {
+    /// Print a TOML policy translated from a Claude Code settings.json or an srt settings file
+    /// (default: the user's Claude Code settings files, in Claude Code's order of precedence)
+    Import {
+        /// The settings file
+        file: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -103,6 +103,9 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Claude(a) => commands::claude::claude(&rt, a),
         Command::Shell(a) => commands::claude::shell(&rt, &a.command),
         Command::Gc => gc::gc(&rt),
+        Command::Policy(a) => match &a.command {
+            cli::PolicyCommand::Import { file } => commands::claude::policy_import(file.as_deref()),
+        },
         Command::Probe(_) => unreachable!("handled above"),
         Command::Network(a) => network::run_helper(a),
     }

@@ -4,6 +4,8 @@
 //! offline), the project a per-command sandbox is rooted at, and the policy
 //! changes each mode makes. The sandboxing itself is `sandbox`'s.
 
+pub mod import;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};

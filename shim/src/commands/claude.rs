@@ -162,3 +162,99 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
         Ok(())
     })
 }
+
+/// `policy import [FILE]`: the TOML policy on stdout, what it could not
+/// translate as comments in it and on stderr.
+pub fn policy_import(file: Option<&Path>) -> Result<i32> {
+    use claude::import::{Scope, Source};
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/".into());
+    let cwd = std::env::current_dir().context("read the working directory")?;
+    let config_dir = claude::host_config_dir(&home);
+    let env = claude::import::Env {
+        home: home.clone(),
+        cwd: cwd.clone(),
+    };
+    let read = |path: &Path| -> Result<serde_json::Value> {
+        let raw = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+        serde_json::from_slice(&raw).with_context(|| format!("parse {}", path.display()))
+    };
+    let mut sources = Vec::new();
+    match file {
+        Some(f) => {
+            let value = read(f)?;
+            let abs = cwd.join(f);
+            let dir = abs.parent().unwrap_or(Path::new("/")).to_path_buf();
+            let (scope, root) = if claude::import::looks_like_srt(&value) {
+                (Scope::Srt, cwd.clone())
+            } else if dir == config_dir {
+                (Scope::User, config_dir.clone())
+            } else if dir.file_name().is_some_and(|n| n == ".claude") {
+                // A project's .claude/settings(.local).json: relative to the project.
+                (Scope::Project, dir.parent().unwrap_or(Path::new("/")).to_path_buf())
+            } else {
+                (Scope::Named, dir)
+            };
+            sources.push(Source {
+                name: f.display().to_string(),
+                scope,
+                root,
+                value,
+            });
+        }
+        None => {
+            // Claude Code's order of precedence, highest first: managed
+            // (the file, then its drop-ins, the last one winning), the
+            // project's local and shared settings (in the directory claude
+            // starts in), the user's.
+            let managed = Path::new(claude::import::MANAGED_DIR);
+            let mut drop_ins: Vec<PathBuf> = std::fs::read_dir(managed.join("managed-settings.d"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    n.ends_with(".json") && !n.starts_with('.') && p.is_file()
+                })
+                .collect();
+            drop_ins.sort();
+            drop_ins.reverse();
+            let mut candidates: Vec<(PathBuf, Scope, PathBuf)> =
+                drop_ins.into_iter().map(|p| (p, Scope::Managed, cwd.clone())).collect();
+            candidates.push((managed.join("managed-settings.json"), Scope::Managed, cwd.clone()));
+            candidates.push((cwd.join(".claude/settings.local.json"), Scope::Local, cwd.clone()));
+            candidates.push((cwd.join(".claude/settings.json"), Scope::Project, cwd.clone()));
+            candidates.push((config_dir.join("settings.json"), Scope::User, config_dir.clone()));
+            for (path, scope, root) in candidates {
+                // The home's .claude/settings.json is the user's, not a project's.
+                if !path.is_file() || sources.iter().any(|s: &Source| Path::new(&s.name) == path) {
+                    continue;
+                }
+                if scope == Scope::Project && path == config_dir.join("settings.json") {
+                    continue;
+                }
+                sources.push(Source {
+                    name: path.display().to_string(),
+                    scope,
+                    root,
+                    value: read(&path)?,
+                });
+            }
+            if sources.is_empty() {
+                bail!(
+                    "import a policy: no Claude Code settings file found ({}, .claude/settings.local.json, .claude/settings.json, {}); name one",
+                    managed.join("managed-settings.json").display(),
+                    config_dir.join("settings.json").display()
+                );
+            }
+        }
+    }
+    let (text, notes) = claude::import::import(&sources, &env).map_err(|e| anyhow::anyhow!("import a policy: {e}"))?;
+    print!("{text}");
+    for n in &notes {
+        eprintln!("claude-shim: not translated: {n}");
+    }
+    Ok(0)
+}

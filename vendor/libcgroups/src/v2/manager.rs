@@ -225,8 +225,20 @@ impl CgroupManager for Manager {
             }
         }
 
+        // claude-shim: a rootless runtime cannot load or attach the device
+        // program (BPF_PROG_LOAD and BPF_PROG_ATTACH need CAP_SYS_ADMIN or
+        // CAP_BPF in the initial user namespace), so every rootless create
+        // with resources failed here. claude-shim proves beforehand that the
+        // rules are moot for such a container (shim/src/runtime/devices.rs)
+        // and refuses the container otherwise; root's errors still fail.
         #[cfg(feature = "cgroupsv2_devices")]
-        Devices::apply(controller_opt, &self.full_path)?;
+        match Devices::apply(controller_opt, &self.full_path) {
+            Ok(()) => {}
+            Err(err) if self.rootless => {
+                tracing::debug!("rootless: the device rules are not attached: {err}");
+            }
+            Err(err) => return Err(err.into()),
+        }
 
         for pseudoctlr in PSEUDO_CONTROLLER_TYPES {
             if let PseudoControllerType::Unified = pseudoctlr {

@@ -13,6 +13,7 @@ pub mod cgroup_v1_unprivileged;
 pub mod cgroup_v2;
 mod copy_up_tests;
 pub mod creator;
+pub mod devices;
 pub mod executor;
 pub mod foreground;
 pub mod gc;
@@ -90,6 +91,76 @@ pub fn validate_id(id: &str) -> Result<()> {
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// Whether this process runs in a user namespace other than the initial
+/// one (libcontainer then treats it as rootless, even as uid 0).
+fn in_user_ns() -> bool {
+    libcontainer::utils::is_in_new_userns().unwrap_or(true)
+}
+
+/// How `linux.resources.devices` is enforced for one create (runtime/devices.rs).
+#[derive(Clone, Copy, PartialEq)]
+enum DeviceControl {
+    /// cgroup v1: libcgroups writes devices.allow and devices.deny.
+    V1,
+    /// cgroup v2 as root: libcgroups attaches the program; checked after.
+    Attached,
+    /// cgroup v2 as root with --systemd-cgroup: the runtime attaches it.
+    SystemdScope,
+    /// cgroup v2 rootless: not enforceable; run only where it is moot.
+    Rootless,
+}
+
+impl DeviceControl {
+    fn of(systemd_cgroup: bool) -> Self {
+        if !cgroup_v2::is_unified() {
+            DeviceControl::V1
+        } else if !is_root() || in_user_ns() {
+            DeviceControl::Rootless
+        } else if systemd_cgroup {
+            DeviceControl::SystemdScope
+        } else {
+            DeviceControl::Attached
+        }
+    }
+
+    /// Before libcontainer: a rootless spec must make the rules moot; as
+    /// root a spec without resources still gets runc's deny-all program
+    /// (libcontainer applies nothing when resources are absent).
+    fn prepare(self, spec: &mut Spec) -> Result<()> {
+        match self {
+            DeviceControl::V1 => Ok(()),
+            DeviceControl::Rootless => devices::check_rootless_spec(spec),
+            DeviceControl::Attached | DeviceControl::SystemdScope => {
+                if let Some(linux) = spec.linux_mut() {
+                    if linux.resources().is_none() {
+                        linux.set_resources(Some(LinuxResources::default()));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// After libcontainer built the container, before its process starts:
+    /// what the kernel holds for the init.
+    fn check(self, pid: i32, spec: &Spec) -> Result<()> {
+        match self {
+            DeviceControl::V1 => Ok(()),
+            DeviceControl::Rootless => devices::check_rootless_running(pid),
+            DeviceControl::Attached => devices::check_attached(pid),
+            DeviceControl::SystemdScope => {
+                let rules = spec
+                    .linux()
+                    .as_ref()
+                    .and_then(|l| l.resources().as_ref())
+                    .and_then(|r| r.devices().clone());
+                devices::attach(pid, &rules)?;
+                devices::check_attached(pid)
+            }
+        }
+    }
 }
 
 impl Runtime {
@@ -484,6 +555,10 @@ impl Runtime {
                 }
             }
         }
+        let device_control = DeviceControl::of(self.systemd_cgroup);
+        device_control
+            .prepare(&mut spec)
+            .with_context(|| format!("create container {id}"))?;
         let effective = meta_dir.join("config.json");
         spec.save(&effective)
             .map_err(|e| anyhow!("write {}: {e}", effective.display()))?;
@@ -532,6 +607,11 @@ impl Runtime {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
         }
         self.check_placed(id, &spec, &container)?;
+        if let Some(pid) = container.pid() {
+            device_control
+                .check(pid.as_raw(), &spec)
+                .with_context(|| format!("create container {id}"))?;
+        }
         if let Some(plan) = network.as_mut() {
             // The init waits for `start`; its network namespace exists now.
             let pid = container
@@ -882,11 +962,23 @@ impl Runtime {
             .spec()
             .map_err(|e| anyhow!("read config of container {id}: {e}"))?
             .cgroup_path;
-        let m = cgroup_manager(&path, id, c.systemd())?;
+        let m = cgroup_manager(&path, id, c.systemd())?.with_rootless(!is_root() || in_user_ns());
+        let effective = self.effective_spec(id).ok();
+        // On cgroup v2 every apply rebuilds the device program, from the
+        // rules create used (runc's update keeps them too).
+        let mut resources = resources.clone();
+        if cgroup_v2::is_unified() {
+            let created = effective
+                .as_ref()
+                .and_then(|s| s.linux().as_ref()?.resources().as_ref()?.devices().clone());
+            if resources.devices().as_ref().is_some_and(|d| !d.is_empty()) && *resources.devices() != created {
+                bail!("update container {id}: linux.resources.devices cannot change after create");
+            }
+            resources.set_devices(created);
+        }
         // The spec's disableOOMKiller stays as create set it (runc's update keeps it too).
-        let disable_oom_killer = self
-            .effective_spec(id)
-            .ok()
+        let disable_oom_killer = effective
+            .as_ref()
             .and_then(|s| {
                 s.linux()
                     .as_ref()?
@@ -898,7 +990,7 @@ impl Runtime {
             })
             .unwrap_or(false);
         let opt = ControllerOpt {
-            resources,
+            resources: &resources,
             freezer_state: None,
             oom_score_adj: None,
             disable_oom_killer,

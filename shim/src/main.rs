@@ -30,9 +30,20 @@ fn error_line(err: &anyhow::Error) -> String {
             None => e.to_string(),
         })
         .collect();
-    let mut line = format!("failed to {}", parts.join(": "));
-    line.retain(|c| c != '\n');
-    line
+    let line = format!("failed to {}", parts.join(": "));
+    // One line, whatever the input held: a config.json value quoted in a
+    // serde error may carry a newline, a carriage return or a terminal
+    // escape; each control character is shown escaped (found by the
+    // config.json fuzz, issue 11).
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// "No such file or directory (os error 2)" -> "no such file or directory".
@@ -197,5 +208,7 @@ mod tests {
             error_line(&e),
             "failed to create container x: read /b/config.json: no such file or directory"
         );
+        let e = anyhow::anyhow!("unknown variant `a\r\nb\u{1b}[2J`");
+        assert_eq!(error_line(&e), "failed to unknown variant `a\\r\\nb\\u{1b}[2J`");
     }
 }

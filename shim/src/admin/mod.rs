@@ -113,6 +113,11 @@ pub fn apply(spec: &mut Spec, meta: &mut Meta) -> Result<()> {
         tracing::debug!("no admin policy at {DEFAULT_PATH}: running as a plain OCI runtime");
         return Ok(());
     };
+    apply_policy(admin, spec, meta)
+}
+
+/// `apply` with a loaded admin policy (the config.json fuzz calls it directly).
+pub fn apply_policy(admin: Admin, spec: &mut Spec, meta: &mut Meta) -> Result<()> {
     let context = || format!("apply admin policy {}", admin.path.display());
     let mut layers = vec![admin.policy.clone()];
     if let Some(name) = annotation(spec, PROFILE_ANNOTATION) {

@@ -17,6 +17,8 @@ pub mod devices;
 pub mod executor;
 pub mod foreground;
 pub mod gc;
+#[cfg(test)]
+mod fuzz;
 pub mod guards;
 pub mod host_mounts;
 pub mod loopback;
@@ -71,6 +73,16 @@ pub struct CreateRequest<'a> {
     pub no_pivot: bool,
     /// stdio for the container's init; None inherits ours.
     pub stdio: Option<[OwnedFd; 3]>,
+}
+
+/// A bundle `check_bundle` accepted: the spec adapted by the guards, with the
+/// rootfs resolved and the cgroup path confined.
+pub struct CheckedBundle {
+    pub bundle: PathBuf,
+    pub rootfs: PathBuf,
+    pub spec: Spec,
+    /// The container's directory in each cgroup hierarchy (none for systemd).
+    pub cgroup_dirs: Vec<PathBuf>,
 }
 
 /// A held per-id lock; released when dropped (or when the process dies).
@@ -390,12 +402,13 @@ impl Runtime {
         }
     }
 
-    /// Reads and adapts the bundle's config.json, writes the effective copy,
-    /// and has libcontainer create the container (its init waits for `start`).
-    pub fn create(&self, req: CreateRequest<'_>, adapt: Adapt<'_>) -> Result<Container> {
-        validate_id(req.id)?;
-        let id = req.id;
-        let bundle = fs::canonicalize(req.bundle).with_context(|| format!("open bundle {}", req.bundle.display()))?;
+    /// What `create` does with a bundle before it claims the id: reads
+    /// config.json (bounded), parses, validates, resolves the rootfs and the
+    /// mount destinations, applies the guards and confines the cgroup path.
+    /// Nothing is written; the config.json fuzz (runtime/fuzz.rs) runs it too.
+    pub fn check_bundle(&self, id: &str, bundle: &Path) -> Result<CheckedBundle> {
+        validate_id(id)?;
+        let bundle = fs::canonicalize(bundle).with_context(|| format!("open bundle {}", bundle.display()))?;
         let config_path = bundle.join("config.json");
         let raw = crate::bounded::read(&config_path, crate::bounded::SPEC_LIMIT)
             .with_context(|| format!("read {}", config_path.display()))?;
@@ -459,7 +472,24 @@ impl Runtime {
         if spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()).is_some() {
             require_kernel_seccomp()?;
         }
+        Ok(CheckedBundle {
+            bundle,
+            rootfs,
+            spec,
+            cgroup_dirs,
+        })
+    }
 
+    /// Reads and adapts the bundle's config.json, writes the effective copy,
+    /// and has libcontainer create the container (its init waits for `start`).
+    pub fn create(&self, req: CreateRequest<'_>, adapt: Adapt<'_>) -> Result<Container> {
+        let id = req.id;
+        let CheckedBundle {
+            bundle,
+            rootfs,
+            spec,
+            cgroup_dirs,
+        } = self.check_bundle(id, req.bundle)?;
         let pid_file = req.pid_file.map(pid_file::resolve).transpose()?;
         let _lock = self.claim(id)?;
         let host_mounts_before = if has_namespace(&spec, LinuxNamespaceType::Mount) {

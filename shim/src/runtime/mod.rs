@@ -16,9 +16,9 @@ pub mod creator;
 pub mod devices;
 pub mod executor;
 pub mod foreground;
-pub mod gc;
 #[cfg(test)]
 mod fuzz;
+pub mod gc;
 pub mod guards;
 pub mod host_mounts;
 pub mod loopback;

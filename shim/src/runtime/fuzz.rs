@@ -277,10 +277,12 @@ fn generated_configs_never_panic_and_fail_in_one_line() {
         t.refused
     );
     assert!(runs.get() >= CASES as u64);
-    // A generator that never gets past the parser proves nothing (about 0.6%
-    // of the cases reach the admin policy and the seccomp compiler).
+    // A generator that never gets past the parser proves nothing. About 0.6%
+    // of the cases (110-130 per run across seeds) reach the admin policy and
+    // the seccomp compiler; the floor sits well below that spread so that
+    // only a generator that stopped producing valid configs trips it.
     assert!(
-        t.accepted >= CASES as u64 / 100,
+        t.accepted >= CASES as u64 / 400,
         "only {} of {} accepted",
         t.accepted,
         runs.get()

@@ -10,14 +10,14 @@
 //! with ENOSYS without entering the syscall. Only then does a second child make
 //! the harmless call for real, to show what the kernel says.
 
-use libseccomp::{ScmpAction, ScmpFilterContext, ScmpSyscall};
+use libseccomp::{ScmpAction, ScmpArch, ScmpFilterContext, ScmpSyscall};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
 use super::sys::{self, End};
 use crate::verify::expect::{errno_name, SyscallExpect};
 use crate::verify::outcome::Finding;
-use crate::verify::syscalls::{Method, Ret, SyscallProbe};
+use crate::verify::syscalls::{Abi, Method, Ret, SyscallProbe};
 
 /// What a probe saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,9 @@ pub enum Seen {
     Direct(Ret),
     /// The process died of a signal (SCMP_ACT_KILL, SCMP_ACT_TRAP: SIGSYS).
     Killed(Signal),
+    /// An i386 probe faulted at `int 0x80`: this kernel has no 32-bit entry
+    /// point (no IA32 emulation), so nothing can arrive through it.
+    NoEntry,
     /// The probe could not find out.
     Unknown(String),
 }
@@ -50,16 +53,33 @@ fn call(p: &SyscallProbe) -> Ret {
             drop(sys::owned(fd));
             0
         }),
-        _ if p.syscall == "clone" => sys::raw_spawning(p.nr, p.args),
-        _ => sys::raw(p.nr, p.args),
+        _ if p.syscall == "clone" => sys::raw_spawning(|| entry(p)),
+        _ => entry(p),
     }
 }
 
-/// A filter that sends `nr` to a tracer; with none, the call fails with ENOSYS.
-fn stack_trace_filter(nr: i64) -> Result<(), String> {
+fn entry(p: &SyscallProbe) -> Ret {
+    match p.abi {
+        Abi::X86_64 => sys::raw(p.nr, p.args),
+        Abi::I386 => sys::raw_i386(p.nr, p.args),
+    }
+}
+
+/// A filter that sends the probe's call to a tracer; with none, the call
+/// fails with ENOSYS.
+fn stack_trace_filter(p: &SyscallProbe) -> Result<(), String> {
     let mut ctx = ScmpFilterContext::new(ScmpAction::Allow).map_err(|e| e.to_string())?;
-    ctx.add_rule(ScmpAction::Trace(0), ScmpSyscall::from(nr as i32))
-        .map_err(|e| e.to_string())?;
+    let nr = match p.abi {
+        Abi::X86_64 => ScmpSyscall::from(p.nr as i32),
+        Abi::I386 => {
+            // Rules name native numbers (or libseccomp's pseudo-numbers for
+            // i386-only calls such as socketcall); libseccomp translates
+            // them by name for each architecture in the filter.
+            ctx.add_arch(ScmpArch::X86).map_err(|e| e.to_string())?;
+            ScmpSyscall::from_name(p.syscall).map_err(|e| e.to_string())?
+        }
+    };
+    ctx.add_rule(ScmpAction::Trace(0), nr).map_err(|e| e.to_string())?;
     // libseccomp sets no_new_privs first (SCMP_FLTATR_CTL_NNP), as an
     // unprivileged filter requires; it only affects this child.
     ctx.load().map_err(|e| e.to_string())
@@ -73,7 +93,7 @@ fn end_text(end: &End) -> String {
 }
 
 fn stacked(p: &SyscallProbe) -> Result<Ret, Seen> {
-    let out = sys::in_child(|| match stack_trace_filter(p.nr) {
+    let out = sys::in_child(|| match stack_trace_filter(p) {
         Ok(()) => {
             let r = call(p);
             let v = match r {
@@ -115,6 +135,13 @@ fn direct(p: &SyscallProbe) -> Result<Ret, Seen> {
 }
 
 pub fn observe(p: &SyscallProbe) -> Seen {
+    match observe_entry(p) {
+        Seen::Killed(Signal::SIGSEGV) if p.abi == Abi::I386 => Seen::NoEntry,
+        seen => seen,
+    }
+}
+
+fn observe_entry(p: &SyscallProbe) -> Seen {
     if p.method == Method::Direct {
         return match direct(p) {
             Ok(r) => Seen::Direct(r),
@@ -147,6 +174,7 @@ fn seen_text(s: &Seen) -> String {
         Seen::Reached(r) => format!("not filtered (kernel: {})", ret_text(r)),
         Seen::Direct(r) => ret_text(r),
         Seen::Killed(sig) => format!("killed by {sig}"),
+        Seen::NoEntry => "no 32-bit entry point in this kernel (int 0x80 faults)".to_owned(),
         Seen::Unknown(why) => format!("unknown: {why}"),
     }
 }
@@ -163,6 +191,8 @@ pub fn judge(expect: &SyscallExpect, seen: &Seen) -> Finding {
             set.contains(*e)
         }
         (SyscallExpect::Refused(set), Seen::Enosys) => set.contains(Errno::ENOSYS),
+        // Nothing enters where there is no entry point.
+        (SyscallExpect::Blocked(_) | SyscallExpect::Refused(_), Seen::NoEntry) => true,
         _ => false,
     };
     Finding::judge(ok, observed)
@@ -226,6 +256,24 @@ mod tests {
             observe(find("unshare(CLONE_NEWUSER|1<<40)").unwrap()),
             Seen::Reached(Err(Errno::EINVAL))
         );
+        // The 32-bit entry point, where this kernel has one (this machine's does).
+        assert_eq!(
+            observe(find("ioctl(TIOCSTI) via int 0x80").unwrap()),
+            Seen::Reached(Err(Errno::EBADF))
+        );
+        assert_eq!(
+            observe(find("socketcall(SYS_SOCKET) via int 0x80").unwrap()),
+            Seen::Reached(Err(Errno::EFAULT))
+        );
+        assert_eq!(
+            observe(find("ioctl(TIOCSTI)").unwrap()),
+            Seen::Reached(Err(Errno::EBADF))
+        );
+        let socket = observe(find("socket(AF_VSOCK) via int 0x80").unwrap());
+        assert!(
+            matches!(socket, Seen::Reached(_)),
+            "i386 socket, number 359: {socket:?}"
+        );
         for name in ["fork", "thread", "socket(AF_UNIX)", "personality(0xffffffff)"] {
             assert!(matches!(observe(find(name).unwrap()), Seen::Direct(Ok(_))), "{name}");
         }
@@ -247,5 +295,34 @@ mod tests {
             Ok(i64::from(seen == Seen::Filtered(Errno::EPERM)))
         });
         assert_eq!(r, Ok(Ok(1)));
+    }
+
+    #[test]
+    fn every_probe_passes_under_the_agent_profile_as_loaded() {
+        // The agent profile as a sandbox gets it (guards, then libcontainer's
+        // compiler), in a child standing in for the sandbox: every probe,
+        // the int 0x80 ones included, must see what verify expects.
+        let profile = claude_shim_bundle::seccomp::agent_profile();
+        let expect = crate::verify::syscalls::expectations_for(&profile);
+        let mut loaded = profile.clone();
+        crate::runtime::guards::swap_masked_eq_operands(&mut loaded);
+        let r = sys::in_child(|| {
+            if let Err(e) = libcontainer::seccomp::initialize_seccomp(&loaded) {
+                return format!("load the agent profile: {e}").into_bytes();
+            }
+            let mut failed = String::new();
+            for (name, want) in &expect {
+                let p = find(name).unwrap();
+                let f = run(p, want);
+                if f.pass != Some(true) {
+                    failed.push_str(&format!("{name}: {}; ", f.observed));
+                }
+            }
+            failed.into_bytes()
+        });
+        let (out, end) = r.unwrap();
+        assert_eq!(end, End::Exited(0));
+        assert_eq!(String::from_utf8_lossy(&out), "");
+        assert!(expect.contains_key("socketcall(SYS_SOCKET) via int 0x80"));
     }
 }

@@ -28,10 +28,47 @@ pub fn raw(nr: i64, a: [u64; 6]) -> Ret {
     }
 }
 
+/// A syscall through the i386 entry point (`int 0x80`) with the i386 number
+/// `nr` and five arguments (ebx, ecx, edx, esi, edi; ebp, the sixth, is the
+/// frame pointer and not an operand Rust lets asm use). A kernel without
+/// IA32 emulation answers with SIGSEGV, which the caller's child reports.
+#[cfg(target_arch = "x86_64")]
+pub fn raw_i386(nr: i64, a: [u64; 6]) -> Ret {
+    let ret: u64;
+    // SAFETY: as for `raw`: integers and unmapped addresses only. rbx is
+    // reserved by LLVM, so the first argument is swapped in and out around
+    // the trap; the kernel preserves every register but eax on this path,
+    // and r8-r11 are declared clobbered for kernels that did not.
+    unsafe {
+        std::arch::asm!(
+            "xchg {b}, rbx",
+            "int 0x80",
+            "xchg {b}, rbx",
+            b = inout(reg) a[0] => _,
+            inlateout("rax") nr as u64 => ret,
+            in("rcx") a[1],
+            in("rdx") a[2],
+            in("rsi") a[3],
+            in("rdi") a[4],
+            out("r8") _,
+            out("r9") _,
+            out("r10") _,
+            out("r11") _,
+        );
+    }
+    // The i386 return value is 32 bits: -4095..-1 is an errno.
+    let r = ret as u32 as i32;
+    if (-4095..0).contains(&r) {
+        Err(Errno::from_raw(-r))
+    } else {
+        Ok(i64::from(r))
+    }
+}
+
 /// Like `raw`, for a process-creating call (clone, fork): if a child comes
 /// into being it exits at once, and the caller reaps it.
-pub fn raw_spawning(nr: i64, a: [u64; 6]) -> Ret {
-    let pid = raw(nr, a)?;
+pub fn raw_spawning(call: impl Fn() -> Ret) -> Ret {
+    let pid = call()?;
     if pid == 0 {
         // The new child: it runs on a copy of this stack (no CLONE_VM, no new
         // stack) and must not return into the probe.
@@ -208,7 +245,7 @@ mod tests {
 
     #[test]
     fn an_unexpected_fork_child_exits_at_once() {
-        let r = ret_in_child(|| raw_spawning(libc::SYS_clone, [libc::SIGCHLD as u64, 0, 0, 0, 0, 0]));
+        let r = ret_in_child(|| raw_spawning(|| raw(libc::SYS_clone, [libc::SIGCHLD as u64, 0, 0, 0, 0, 0])));
         assert!(matches!(r, Ok(Ok(pid)) if pid > 0), "{r:?}");
     }
 

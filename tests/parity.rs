@@ -415,3 +415,56 @@ fn start_returns_once_the_program_runs() {
         env.assert_no_leaks(&id);
     }
 }
+
+/// On cgroup v1 a new devices cgroup inherits its parent's list (at the
+/// root: every device). runc starts each container from deny-all whatever
+/// the rules say; so must claude-shim, or `"devices": []` (or no list at all)
+/// opens every device node the container can reach.
+#[test]
+fn device_rules_start_from_deny_all_as_under_runc() {
+    use std::os::unix::fs::FileTypeExt;
+    let env = Env::new();
+    let nodes = env.dir.path().join("nodes");
+    fs::create_dir(&nodes).unwrap();
+    for (name, minor) in [("kmsg", 11), ("null", 3)] {
+        let path = nodes.join(name);
+        let dev = nix::sys::stat::makedev(1, minor);
+        let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
+        nix::sys::stat::mknod(&path, nix::sys::stat::SFlag::S_IFCHR, mode, dev).unwrap();
+        assert!(fs::metadata(&path).unwrap().file_type().is_char_device());
+    }
+    let probe =
+        "for n in kmsg null; do if ( : > /nodes/$n ) 2>/dev/null; then echo $n:open; else echo $n:denied; fi; done";
+    for (case, rules) in [("empty", Some(serde_json::json!([]))), ("absent", None)] {
+        let mut seen = Vec::new();
+        for runtime in ["claude-shim", "runc"] {
+            let id = unique_id(&format!("dev-{case}"));
+            let bundle = env.bundle(&format!("dev-{case}-{runtime}"), |v| {
+                set_args(v, &["sh", "-c", probe]);
+                v["mounts"].as_array_mut().unwrap().push(serde_json::json!({
+                    "destination": "/nodes", "type": "bind", "source": nodes, "options": ["bind"]
+                }));
+                match &rules {
+                    Some(r) => v["linux"]["resources"]["devices"] = r.clone(),
+                    None => {
+                        if let Some(res) = v["linux"]["resources"].as_object_mut() {
+                            res.remove("devices");
+                        }
+                    }
+                }
+            });
+            let b = in_bundle(&bundle);
+            let args = run_args(&b, &id);
+            let out = if runtime == "runc" {
+                runc_ok(&env, &args)
+            } else {
+                let out = env.ok(&args);
+                env.assert_no_leaks(&id);
+                out
+            };
+            seen.push(out.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+        assert_eq!(seen[0], "kmsg:denied null:open", "claude-shim, devices {case}");
+        assert_eq!(seen[0], seen[1], "devices {case}: claude-shim, then runc");
+    }
+}

@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use oci_spec::runtime::LinuxDeviceCgroup;
+use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType};
 
 use super::controller::Controller;
 use crate::common::{self, ControllerOpt, WrappedIoError, default_allow_devices, default_devices};
@@ -13,6 +13,12 @@ impl Controller for Devices {
 
     fn apply(controller_opt: &ControllerOpt, cgroup_root: &Path) -> Result<(), Self::Error> {
         tracing::debug!("Apply Devices cgroup config");
+
+        // claude-shim: start from deny-all, as runc does and as v2's program
+        // does. A new v1 devices cgroup inherits its parent's list (at the
+        // root: every device), so an empty or missing rule list left every
+        // device open.
+        Self::apply_device(&deny_all(), cgroup_root)?;
 
         if let Some(devices) = controller_opt.resources.devices().as_ref() {
             for d in devices {
@@ -38,6 +44,15 @@ impl Controller for Devices {
     }
 }
 
+fn deny_all() -> LinuxDeviceCgroup {
+    LinuxDeviceCgroupBuilder::default()
+        .allow(false)
+        .typ(LinuxDeviceType::A)
+        .access("rwm")
+        .build()
+        .expect("a complete device rule")
+}
+
 impl Devices {
     fn apply_device(device: &LinuxDeviceCgroup, cgroup_root: &Path) -> Result<(), WrappedIoError> {
         let path = if device.allow() {
@@ -54,8 +69,6 @@ impl Devices {
 #[cfg(test)]
 mod tests {
     use std::fs::read_to_string;
-
-    use oci_spec::runtime::{LinuxDeviceCgroupBuilder, LinuxDeviceType};
 
     use super::*;
     use crate::test::set_fixture;
@@ -84,6 +97,12 @@ mod tests {
                 assert_eq!(denied_content, d.to_string());
             }
         });
+    }
+
+    #[test]
+    fn deny_all_reads_as_the_kernel_wants() {
+        assert_eq!(deny_all().to_string(), "a *:* rwm");
+        assert!(!deny_all().allow());
     }
 
     #[test]

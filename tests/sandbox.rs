@@ -65,7 +65,40 @@ fn sandbox(env: &Env, ws: &Workspace, policy: &str, script: &str) -> Command {
         .env("ANTHROPIC_API_KEY", "sk-ant-secret")
         .env("LANG", "C.UTF-8");
     c.stdin(Stdio::null());
+    // As a terminal's foreground job gets them, whatever this test process
+    // inherited (a background job of a non-interactive shell ignores SIGINT).
+    with_dispositions(&mut c, nix::sys::signal::SigHandler::SigDfl);
     c
+}
+
+/// Sets SIGINT's and SIGHUP's disposition for the spawned process.
+fn with_dispositions(c: &mut Command, handler: nix::sys::signal::SigHandler) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe and touches only the child.
+    unsafe {
+        c.pre_exec(move || {
+            for s in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGHUP] {
+                nix::sys::signal::signal(s, handler).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Waits for `child`, failing the test (and killing it) after `limit`.
+fn wait_within(child: &mut std::process::Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn output(mut c: Command) -> (i32, String, String) {
@@ -327,10 +360,35 @@ fn interrupt_during_setup() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         let pid = child.id();
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-        let status = child.wait().unwrap();
+        let status = wait_within(
+            &mut child,
+            Duration::from_secs(30),
+            &format!("SIGINT after {delay_ms} ms"),
+        );
         assert_ne!(status.code(), Some(0));
         assert_clean(&env, &ws, pid);
     }
+}
+
+/// `nohup claude-shim sandbox -- CMD`, or a shell's background job: signals
+/// the caller left ignored stay ignored, so the command runs to its end.
+#[test]
+fn signals_the_caller_ignores_stay_ignored() {
+    let env = Env::new();
+    let ws = workspace(None);
+    let mut c = sandbox(&env, &ws, "agent", "echo started > started; sleep 2; echo done");
+    with_dispositions(&mut c, nix::sys::signal::SigHandler::SigIgn);
+    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    wait_for_file(&ws.work.join("started"));
+    let pid = child.id();
+    for sig in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGHUP] {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+    }
+    let status = wait_within(&mut child, Duration::from_secs(30), "the nohup'd sandbox");
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert_eq!((status.code(), out.as_str()), (Some(0), "done\n"));
+    assert_clean(&env, &ws, pid);
 }
 
 #[test]

@@ -313,13 +313,19 @@ extern "C" fn remember(sig: libc::c_int) {
 /// Until the foreground wait takes over, SIGINT/SIGTERM/SIGHUP are only
 /// remembered, so a Ctrl-C during create cannot kill claude-shim half-way and
 /// leave a container behind. Handlers (unlike ignored or blocked signals) do
-/// not survive the container's execve.
+/// not survive the container's execve. A signal the caller left ignored
+/// (`nohup`, a shell's background job) stays ignored, as a shell keeps it:
+/// the caller asked that it not end the command.
 pub fn defer_termination() -> Result<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler};
     let action = SigAction::new(SigHandler::Handler(remember), SaFlags::SA_RESTART, SigSet::empty());
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         // SAFETY: the handler only stores to an atomic.
-        unsafe { sigaction(sig, &action) }.with_context(|| format!("handle {sig}"))?;
+        let old = unsafe { sigaction(sig, &action) }.with_context(|| format!("handle {sig}"))?;
+        if old.handler() == SigHandler::SigIgn {
+            // SAFETY: restores the disposition the caller gave.
+            unsafe { sigaction(sig, &old) }.with_context(|| format!("keep {sig} ignored"))?;
+        }
     }
     Ok(())
 }

@@ -54,10 +54,21 @@ fn expectations(abstract_name: &str) -> Value {
         "socket(AF_VSOCK)",
         "socket(AF_ALG)",
         "personality(ADDR_NO_RANDOMIZE)",
+        "ioctl(TIOCSTI)",
+        // The engine's profile admits i386: its rules and the agent's must
+        // hold through int 0x80 too.
+        "socket(AF_VSOCK) via int 0x80",
+        "unshare(CLONE_NEWUSER) via int 0x80",
+        "ioctl(TIOCSTI) via int 0x80",
     ] {
         syscalls.insert(name.to_owned(), blocked.clone());
     }
     syscalls.insert("clone3".to_owned(), json!({"blocked": ["ENOSYS"]}));
+    // Allowed by the engine's profile, made ENOSYS by the socketcall guard.
+    syscalls.insert(
+        "socketcall(SYS_SOCKET) via int 0x80".to_owned(),
+        json!({"blocked": ["ENOSYS"]}),
+    );
     for allowed in ["fork", "thread", "socket(AF_UNIX)"] {
         syscalls.insert(allowed.to_owned(), json!("allowed"));
     }

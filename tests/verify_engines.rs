@@ -217,3 +217,36 @@ fn the_probe_sees_the_same_sandbox_standalone_under_podman_and_under_containerd(
         standalone.len()
     );
 }
+
+/// Without an admin policy, podman's own profile (containers-common, for
+/// `--cap-drop ALL`: socket rules on the family and protocol, socketcall
+/// allowed) must hold through `int 0x80` too: claude-shim puts its
+/// socketcall guard in front of the profile's program, loaded as runc loads
+/// the profile (no no_new_privs imposed).
+#[test]
+fn podmans_own_profile_holds_through_int_0x80() {
+    let abstract_name = format!("claude-shim-engines-{}", unique_id("a"));
+    let exp = expectations(&abstract_name).to_string();
+    let probe_cmd = [PROBE_PATH, "__probe", "--expect-json", exp.as_str()];
+    let pm = Podman::new();
+    let volume = format!("{}:{PROBE_PATH}:ro", shim_path().display());
+    let mut rest = vec!["--rm", "--cap-drop", "ALL", "-v", &volume, IMAGE];
+    rest.extend(probe_cmd);
+    let out = pm.run_container("run", "claude-shim", &rest);
+    pm.finish();
+    // Rows of the agent sandbox that podman's profile does not share fail
+    // here (the probe exits 1); only these two are the point.
+    let mut rows = BTreeMap::new();
+    for line in text(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("probe line {line:?}: {e}"));
+        rows.insert(v["check"].as_str().unwrap().to_owned(), v);
+    }
+    let socketcall = &rows["syscall socketcall(SYS_SOCKET) via int 0x80"];
+    assert_eq!(socketcall["pass"], json!(true), "{socketcall}");
+    assert!(
+        socketcall["observed"].as_str().unwrap().starts_with("ENOSYS"),
+        "{socketcall}"
+    );
+    let nnp = &rows["status NoNewPrivs"];
+    assert_eq!(nnp["observed"], json!("0"), "as under runc: {nnp}");
+}

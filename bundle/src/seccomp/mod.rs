@@ -10,6 +10,7 @@
 //! Argument comparisons follow the OCI semantics: for SCMP_CMP_MASKED_EQ,
 //! `value` is the mask and `valueTwo` the datum.
 
+pub mod socketcall;
 pub mod syscalls;
 
 use oci_spec::runtime::{

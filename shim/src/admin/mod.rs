@@ -442,7 +442,6 @@ fn stacked_profiles(layers: &[Policy], host: &dyn Host) -> Result<Vec<LinuxSecco
         guards::check_syscall_names(&profile, &mut warnings)?;
         guards::swap_masked_eq_operands(&mut profile);
         warnings.extend(guards::deny_clone3(&mut profile));
-        warnings.extend(guards::deny_socketcall(&mut profile));
         for w in warnings {
             tracing::warn!("admin policy: {w}");
         }

@@ -596,7 +596,7 @@ impl Runtime {
         let link = creator::Link::new()?;
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
         for s in seccomp.iter().chain(&meta.stacked_seccomp) {
-            seccomp_cache::prepare(s);
+            seccomp_cache::prepare(s).with_context(|| format!("create container {id}"))?;
         }
         crate::timing::mark("create: seccomp programs ready");
         let nnp = spec.process().as_ref().and_then(|p| p.no_new_privileges()) == Some(true);
@@ -1061,7 +1061,7 @@ impl Runtime {
         let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().clone());
         let stacked = self.read_meta(id).unwrap_or_default().stacked_seccomp;
         for s in seccomp.iter().chain(&stacked) {
-            seccomp_cache::prepare(s);
+            seccomp_cache::prepare(s).with_context(|| format!("exec in container {id}"))?;
         }
         let executor = ShimExecutor {
             expect_seccomp: seccomp.is_some() || !stacked.is_empty(),

@@ -20,6 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
+use claude_shim_bundle::seccomp::socketcall;
 use libcontainer::oci_spec::runtime::LinuxSeccomp;
 
 pub const CACHE_DIR: &str = "/var/cache/claude-shim/seccomp";
@@ -29,23 +30,31 @@ const MAX_FILE: u64 = 1 << 20;
 
 /// Makes a compiled program for `seccomp` available to libcontainer in this
 /// process and its forks: from the cache when it holds a trusted one, else
-/// compiled now (and stored, as root). Never fails: without a program,
-/// libcontainer compiles the profile itself.
-pub fn prepare(seccomp: &LinuxSeccomp) {
+/// compiled now (and stored, as root). Without a program libcontainer
+/// compiles the profile itself, which is only allowed when the profile needs
+/// no socketcall guard (claude_shim_bundle::seccomp::socketcall): that guard
+/// exists only in the program made here, so then failing is refusing.
+pub fn prepare(seccomp: &LinuxSeccomp) -> Result<()> {
+    let guard = socketcall::needs_guard(seccomp);
     if libcontainer::seccomp::is_notify(seccomp) {
-        return;
+        if guard {
+            bail!("load the seccomp profile: it has notify rules and filters socket's arguments on i386, where socketcall would bypass them; claude-shim cannot guard such a profile");
+        }
+        return Ok(());
     }
-    match lookup_or_compile(seccomp, Path::new(CACHE_DIR)) {
+    match lookup_or_compile(seccomp, Path::new(CACHE_DIR), guard) {
         Ok(bpf) => libcontainer::seccomp::provide_precompiled(seccomp, bpf),
+        Err(e) if guard => return Err(e.context("compile the seccomp profile with its socketcall guard")),
         Err(e) => tracing::debug!("seccomp program cache: {e:#}; libcontainer compiles the profile"),
     }
+    Ok(())
 }
 
 /// Everything the program depends on, as the file's header.
-pub fn key(seccomp: &LinuxSeccomp) -> Result<Vec<u8>> {
+pub fn key(seccomp: &LinuxSeccomp, guard: bool) -> Result<Vec<u8>> {
     let profile = serde_json::to_vec(seccomp).context("serialize the seccomp profile")?;
     let mut key = format!(
-        "claude-shim seccomp program v1\nlibseccomp {}\narch {}\noptimize 2\n",
+        "claude-shim seccomp program v1\nlibseccomp {}\narch {}\noptimize 2\nsocketcall guard {guard}\n",
         crate::runtime::guards::libseccomp_version(),
         std::env::consts::ARCH
     )
@@ -61,8 +70,8 @@ fn file_name(key: &[u8]) -> String {
     format!("{:016x}.bpf", h.finish())
 }
 
-fn lookup_or_compile(seccomp: &LinuxSeccomp, dir: &Path) -> Result<Vec<u8>> {
-    let key = key(seccomp)?;
+fn lookup_or_compile(seccomp: &LinuxSeccomp, dir: &Path, guard: bool) -> Result<Vec<u8>> {
+    let key = key(seccomp, guard)?;
     let path = dir.join(file_name(&key));
     let trusted = match trusted_dir(dir) {
         Ok(()) => true,
@@ -78,7 +87,11 @@ fn lookup_or_compile(seccomp: &LinuxSeccomp, dir: &Path) -> Result<Vec<u8>> {
             Err(e) => tracing::debug!("seccomp program cache entry {}: {e:#}", path.display()),
         }
     }
-    let bpf = libcontainer::seccomp::export_bpf(seccomp).map_err(|e| anyhow!("compile the seccomp profile: {e}"))?;
+    let mut bpf =
+        libcontainer::seccomp::export_bpf(seccomp).map_err(|e| anyhow!("compile the seccomp profile: {e}"))?;
+    if guard {
+        bpf.splice(0..0, socketcall::bpf_prefix());
+    }
     if nix::unistd::geteuid().is_root() {
         let stored = (|| {
             if !trusted {

@@ -525,6 +525,15 @@ pub fn expectations_for(profile: &LinuxSeccomp) -> BTreeMap<String, SyscallExpec
             };
             Some((p.name.to_owned(), expect))
         })
+        .chain(
+            // The runtime puts its socketcall guard in front of such a profile.
+            claude_shim_bundle::seccomp::socketcall::needs_guard(profile).then(|| {
+                (
+                    "socketcall(SYS_SOCKET) via int 0x80".to_owned(),
+                    SyscallExpect::Blocked(Errnos::of(&[Errno::ENOSYS])),
+                )
+            }),
+        )
         .collect()
 }
 

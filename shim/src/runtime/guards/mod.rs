@@ -10,7 +10,7 @@ use oci_spec::runtime::{PosixRlimitBuilder, Spec};
 
 mod seccomp;
 
-pub use seccomp::{check_syscall_names, deny_clone3, deny_socketcall, libseccomp_version, swap_masked_eq_operands};
+pub use seccomp::{check_syscall_names, deny_clone3, libseccomp_version, swap_masked_eq_operands};
 
 /// Everything `create` needs to know about the caller to adapt a spec.
 pub struct Caller {
@@ -26,7 +26,6 @@ pub fn apply(spec: &mut Spec, caller: &Caller) -> Result<Vec<String>> {
         check_syscall_names(seccomp, &mut warnings)?;
         swap_masked_eq_operands(seccomp);
         warnings.extend(deny_clone3(seccomp));
-        warnings.extend(deny_socketcall(seccomp));
     }
     if !caller.may_raise_rlimits {
         warnings.extend(clamp_rlimits(spec, current_hard_limit)?);

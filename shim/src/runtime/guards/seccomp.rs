@@ -4,8 +4,7 @@
 
 use anyhow::{bail, Result};
 use oci_spec::runtime::{
-    Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArgBuilder, LinuxSeccompOperator, LinuxSyscall,
-    LinuxSyscallBuilder,
+    LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArgBuilder, LinuxSeccompOperator, LinuxSyscall, LinuxSyscallBuilder,
 };
 
 /// ENOSYS: glibc falls back from clone3 to clone only on this errno, and the
@@ -111,61 +110,6 @@ pub fn deny_clone3(seccomp: &mut LinuxSeccomp) -> Option<String> {
     rules.retain(|r| !r.names().is_empty());
     if !decided && (clone_inspected || default_errno || warning.is_some()) {
         rules.push(clone3_enosys());
-    }
-    seccomp.set_syscalls(Some(rules));
-    warning
-}
-
-/// Whether a process under `seccomp` can enter through the i386 ABI
-/// (`int 0x80`) and be judged by the profile's rules there: libcontainer adds
-/// exactly the listed architectures; an empty list is the native one only, and
-/// an i386 call then meets the bad-architecture action (kill).
-fn admits_i386(seccomp: &LinuxSeccomp) -> bool {
-    seccomp
-        .architectures()
-        .iter()
-        .flatten()
-        .any(|a| *a == Arch::ScmpArchX86)
-}
-
-/// On i386, socket(2) can also arrive as socketcall(SYS_SOCKET, args), with
-/// the family behind a pointer that no filter can read; libseccomp then opens
-/// socketcall(SYS_SOCKET) for every socket rule. A profile that filters
-/// socket's arguments (Docker's refuses AF_VSOCK this way) is sidestepped
-/// through `int 0x80` unless socketcall has a decision of its own. Make it
-/// ENOSYS: programs fall back to the direct socket calls, which the rules see.
-/// An errno the profile already gives socketcall is kept.
-pub fn deny_socketcall(seccomp: &mut LinuxSeccomp) -> Option<String> {
-    let socket_inspected = seccomp
-        .syscalls()
-        .iter()
-        .flatten()
-        .any(|r| r.names().iter().any(|n| n == "socket") && r.args().as_ref().is_some_and(|a| !a.is_empty()));
-    if !socket_inspected || !admits_i386(seccomp) {
-        return None;
-    }
-    let mut rules = seccomp.syscalls().clone().unwrap_or_default();
-    let mut warning = None;
-    let mut decided = false;
-    for rule in rules.iter_mut() {
-        if !rule.names().iter().any(|n| n == "socketcall") {
-            continue;
-        }
-        if is_permissive(rule.action()) || rule.args().as_ref().is_some_and(|a| !a.is_empty()) {
-            // An allowed (or argument-dependent) socketcall is the bypass itself.
-            let names: Vec<String> = rule.names().iter().filter(|n| *n != "socketcall").cloned().collect();
-            rule.set_names(names);
-            warning = Some(
-                "seccomp: socketcall was allowed on i386 while socket's arguments are filtered; socketcall now returns ENOSYS"
-                    .to_owned(),
-            );
-        } else {
-            decided = true;
-        }
-    }
-    rules.retain(|r| !r.names().is_empty());
-    if !decided {
-        rules.push(enosys("socketcall"));
     }
     seccomp.set_syscalls(Some(rules));
     warning
@@ -283,94 +227,5 @@ mod tests {
         let mut warnings = Vec::new();
         check_syscall_names(&s, &mut warnings).unwrap();
         assert_eq!(warnings.len(), 1);
-    }
-
-    fn socket_rule() -> LinuxSyscall {
-        LinuxSyscallBuilder::default()
-            .names(vec!["socket".to_owned()])
-            .action(LinuxSeccompAction::ScmpActErrno)
-            .errno_ret(1u32)
-            .args(vec![LinuxSeccompArgBuilder::default()
-                .index(0usize)
-                .value(libc::AF_VSOCK as u64)
-                .op(LinuxSeccompOperator::ScmpCmpEq)
-                .build()
-                .unwrap()])
-            .build()
-            .unwrap()
-    }
-
-    fn allow(names: &[&str]) -> LinuxSyscall {
-        LinuxSyscallBuilder::default()
-            .names(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .action(LinuxSeccompAction::ScmpActAllow)
-            .build()
-            .unwrap()
-    }
-
-    fn with_arches(mut s: LinuxSeccomp, arches: Vec<Arch>) -> LinuxSeccomp {
-        s.set_architectures(Some(arches));
-        s
-    }
-
-    #[test]
-    fn allowed_socketcall_beside_a_socket_family_rule_gets_enosys() {
-        // Docker's default profile: socketcall allowed, socket(AF_VSOCK) refused.
-        let mut s = with_arches(
-            profile(
-                LinuxSeccompAction::ScmpActErrno,
-                vec![allow(&["read", "socketcall", "socket"]), socket_rule()],
-            ),
-            vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32],
-        );
-        assert!(deny_socketcall(&mut s).is_some());
-        let rules = s.syscalls().as_ref().unwrap();
-        assert_eq!(rules[0].names(), &["read".to_owned(), "socket".to_owned()]);
-        let sc: Vec<&LinuxSyscall> = rules
-            .iter()
-            .filter(|r| r.names().contains(&"socketcall".to_owned()))
-            .collect();
-        assert_eq!(sc.len(), 1);
-        assert_eq!(sc[0].action(), LinuxSeccompAction::ScmpActErrno);
-        assert_eq!(sc[0].errno_ret(), Some(38));
-    }
-
-    #[test]
-    fn socketcall_is_left_alone_where_i386_cannot_enter_or_socket_is_not_inspected() {
-        let native = profile(
-            LinuxSeccompAction::ScmpActErrno,
-            vec![allow(&["socketcall"]), socket_rule()],
-        );
-        let mut s = native.clone();
-        assert!(deny_socketcall(&mut s).is_none());
-        assert_eq!(s, native, "no i386 in the filter: int 0x80 meets the bad-arch kill");
-        let plain = with_arches(
-            profile(LinuxSeccompAction::ScmpActErrno, vec![allow(&["socketcall", "socket"])]),
-            vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86],
-        );
-        let mut s = plain.clone();
-        assert!(deny_socketcall(&mut s).is_none());
-        assert_eq!(s, plain, "socket unfiltered: nothing to sidestep");
-    }
-
-    #[test]
-    fn an_errno_for_socketcall_is_kept() {
-        let mut deny = enosys("socketcall");
-        deny.set_errno_ret(Some(1));
-        let before = with_arches(
-            profile(LinuxSeccompAction::ScmpActAllow, vec![socket_rule(), deny]),
-            vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86],
-        );
-        let mut s = before.clone();
-        assert!(deny_socketcall(&mut s).is_none());
-        assert_eq!(s, before);
-    }
-
-    #[test]
-    fn the_agent_profile_needs_no_change() {
-        let before = claude_shim_bundle::seccomp::agent_profile();
-        let mut s = before.clone();
-        assert!(deny_socketcall(&mut s).is_none());
-        assert_eq!(s, before);
     }
 }

@@ -94,8 +94,15 @@ fn wait_for(what: &str, tmux: &Tmux, within: Duration, mut ok: impl FnMut(&str) 
     }
 }
 
+/// One TUI at a time: the clean-up check compares the machine's sandbox
+/// cgroups before and after, and a sandbox of a test running beside it would
+/// read as one left behind.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn interactive(per_command: bool, exit_key: &str) {
     require_root();
+    // A failed test poisons the lock; the next one still runs alone.
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let parent = PathBuf::from("/home/claude-shim-test");
     test_user();
     let dir = tempfile::Builder::new()
@@ -229,8 +236,16 @@ fn interactive(per_command: bool, exit_key: &str) {
         .map(str::to_owned)
         .collect();
     assert!(mounts.is_empty(), "mounts left: {mounts:#?}");
-    let cgroups: Vec<_> = sandbox_cgroups().difference(&cgroups_before).cloned().collect();
-    assert!(cgroups.is_empty(), "cgroups left: {cgroups:#?}");
+    // A sandbox removes its cgroups after its process ends: give it time.
+    let start = Instant::now();
+    loop {
+        let cgroups: Vec<_> = sandbox_cgroups().difference(&cgroups_before).cloned().collect();
+        if cgroups.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "cgroups left: {cgroups:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let tmps: Vec<_> = shared_tmps().difference(&tmps_before).cloned().collect();
     assert!(tmps.is_empty(), "shared temporary directories left: {tmps:#?}");
 }

@@ -279,6 +279,7 @@ pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwardi
                             copy_winsize(stdin.as_raw_fd(), m.as_raw_fd());
                         }
                     }
+                    other if caller_ignores(other) => {}
                     other => forward(other, &mut kill_at),
                 }
             }
@@ -306,6 +307,15 @@ pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwardi
 
 static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
+/// Termination signals the caller left ignored. Once blocked for the
+/// signalfd, the kernel queues even an ignored signal, so the wait drops
+/// these itself.
+static IGNORED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn caller_ignores(sig: Signal) -> bool {
+    IGNORED.load(std::sync::atomic::Ordering::SeqCst) & (1 << sig as u64) != 0
+}
+
 extern "C" fn remember(sig: libc::c_int) {
     CAUGHT.store(sig, std::sync::atomic::Ordering::SeqCst);
 }
@@ -323,6 +333,7 @@ pub fn defer_termination() -> Result<()> {
         // SAFETY: the handler only stores to an atomic.
         let old = unsafe { sigaction(sig, &action) }.with_context(|| format!("handle {sig}"))?;
         if old.handler() == SigHandler::SigIgn {
+            IGNORED.fetch_or(1 << sig as u64, std::sync::atomic::Ordering::SeqCst);
             // SAFETY: restores the disposition the caller gave.
             unsafe { sigaction(sig, &old) }.with_context(|| format!("keep {sig} ignored"))?;
         }

@@ -17,8 +17,14 @@ impl Controller for Devices {
         // claude-shim: start from deny-all, as runc does and as v2's program
         // does. A new v1 devices cgroup inherits its parent's list (at the
         // root: every device), so an empty or missing rule list left every
-        // device open.
-        Self::apply_device(&deny_all(), cgroup_root)?;
+        // device open. Only from an open list, as runc's emulator does: on
+        // `update` of a container whose list is already closed, a deny-all
+        // would refuse its running processes every device until the allow
+        // rules below are written again.
+        let rules = controller_opt.resources.devices().as_deref().unwrap_or_default();
+        if !opens_all(rules) && Self::is_open(cgroup_root) {
+            Self::apply_device(&deny_all(), cgroup_root)?;
+        }
 
         if let Some(devices) = controller_opt.resources.devices().as_ref() {
             for d in devices {
@@ -53,7 +59,25 @@ fn deny_all() -> LinuxDeviceCgroup {
         .expect("a complete device rule")
 }
 
+/// The rules start by allowing every device (a privileged container).
+fn opens_all(rules: &[LinuxDeviceCgroup]) -> bool {
+    rules.first().is_some_and(|r| {
+        r.allow()
+            && matches!(r.typ(), None | Some(LinuxDeviceType::A))
+            && r.major().is_none()
+            && r.minor().is_none()
+            && r.access().as_deref().is_none_or(|a| a.contains('r') && a.contains('w') && a.contains('m'))
+    })
+}
+
 impl Devices {
+    /// The cgroup's list allows every device (what a new cgroup inherits
+    /// from the root). An unreadable list counts as open: closing it costs
+    /// nothing a fresh cgroup has.
+    fn is_open(cgroup_root: &Path) -> bool {
+        std::fs::read_to_string(cgroup_root.join("devices.list")).map_or(true, |l| l.trim() == "a *:* rwm")
+    }
+
     fn apply_device(device: &LinuxDeviceCgroup, cgroup_root: &Path) -> Result<(), WrappedIoError> {
         let path = if device.allow() {
             cgroup_root.join("devices.allow")
@@ -103,6 +127,23 @@ mod tests {
     fn deny_all_reads_as_the_kernel_wants() {
         assert_eq!(deny_all().to_string(), "a *:* rwm");
         assert!(!deny_all().allow());
+    }
+
+    #[test]
+    fn deny_all_only_from_an_open_list_and_not_before_allow_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        set_fixture(tmp.path(), "devices.list", "a *:* rwm\n").unwrap();
+        assert!(Devices::is_open(tmp.path()));
+        set_fixture(tmp.path(), "devices.list", "c 1:3 rwm\nc 1:5 rwm\n").unwrap();
+        assert!(!Devices::is_open(tmp.path()), "an update of a closed list");
+        let allow_all = LinuxDeviceCgroupBuilder::default()
+            .allow(true)
+            .access("rwm")
+            .build()
+            .unwrap();
+        assert!(opens_all(&[allow_all]));
+        assert!(!opens_all(&[]));
+        assert!(!opens_all(&[deny_all()]));
     }
 
     #[test]

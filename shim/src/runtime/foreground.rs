@@ -153,6 +153,13 @@ pub fn block_signals() -> Result<SignalFd> {
     ] {
         set.remove(s);
     }
+    // A blocked signal is queued even when ignored; one the caller left
+    // ignored stays unblocked, so the kernel keeps discarding it.
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        if caller_ignores(s) {
+            set.remove(s);
+        }
+    }
     set.thread_block().context("block signals")?;
     SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).context("create a signalfd")
 }
@@ -279,7 +286,6 @@ pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwardi
                             copy_winsize(stdin.as_raw_fd(), m.as_raw_fd());
                         }
                     }
-                    other if caller_ignores(other) => {}
                     other => forward(other, &mut kill_at),
                 }
             }
@@ -307,9 +313,8 @@ pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwardi
 
 static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-/// Termination signals the caller left ignored. Once blocked for the
-/// signalfd, the kernel queues even an ignored signal, so the wait drops
-/// these itself.
+/// Termination signals the caller left ignored (`defer_termination`), which
+/// `block_signals` leaves unblocked.
 static IGNORED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn caller_ignores(sig: Signal) -> bool {

@@ -19,7 +19,10 @@ use oci_spec::runtime::{Arch, LinuxSeccomp, LinuxSeccompAction};
 
 use super::ENOSYS;
 
-fn admits_i386(profile: &LinuxSeccomp) -> bool {
+/// Whether a process under `profile` can enter through `int 0x80` and be
+/// judged by its rules: without SCMP_ARCH_X86 an i386 call meets the
+/// filter's bad-architecture action (a kill).
+pub fn admits_i386(profile: &LinuxSeccomp) -> bool {
     profile
         .architectures()
         .iter()
@@ -98,7 +101,7 @@ mod tests {
     use crate::seccomp::agent_profile;
 
     fn podman_like(arches: Vec<Arch>) -> LinuxSeccomp {
-        let p: LinuxSeccomp = serde_json::from_value(serde_json::json!({
+        serde_json::from_value(serde_json::json!({
             "defaultAction": "SCMP_ACT_ERRNO",
             "architectures": arches,
             "syscalls": [
@@ -108,8 +111,7 @@ mod tests {
                 {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 2, "value": 9, "op": "SCMP_CMP_NE"}]}
             ]
         }))
-        .unwrap();
-        p
+        .unwrap()
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use claude_shim_bundle::seccomp::{decide, Decision};
 use nix::errno::Errno;
-use oci_spec::runtime::{Arch, LinuxSeccomp};
+use oci_spec::runtime::LinuxSeccomp;
 
 use super::errnos::{Errnos, SyscallExpect};
 
@@ -119,8 +119,8 @@ const GLIBC_THREAD_FLAGS: u64 = 0x003d_0f00;
 /// sizeof(struct clone_args) of Linux 5.5 (CLONE_ARGS_SIZE_VER1).
 const CLONE_ARGS_SIZE: u64 = 80;
 /// ioctl requests that put bytes into a terminal's input queue.
-const TIOCSTI: u64 = 0x5412;
-const TIOCLINUX: u64 = 0x541C;
+const TIOCSTI: u64 = libc::TIOCSTI;
+const TIOCLINUX: u64 = libc::TIOCLINUX;
 /// socketcall(2)'s call number for socket(2).
 const SYS_SOCKET: u64 = 1;
 /// i386 syscall numbers (arch/x86/entry/syscalls/syscall_32.tbl).
@@ -509,11 +509,7 @@ pub const CATALOG: &[SyscallProbe] = &[
 pub fn expectations_for(profile: &LinuxSeccomp) -> BTreeMap<String, SyscallExpect> {
     // Without SCMP_ARCH_X86 in the profile an i386 call meets the filter's
     // bad-architecture action (a kill), not its rules.
-    let i386 = profile
-        .architectures()
-        .iter()
-        .flatten()
-        .any(|a| *a == Arch::ScmpArchX86);
+    let i386 = claude_shim_bundle::seccomp::socketcall::admits_i386(profile);
     CATALOG
         .iter()
         .filter(|p| p.abi == Abi::X86_64 || i386)
@@ -638,7 +634,7 @@ mod tests {
     #[test]
     fn i386_probes_are_left_out_where_the_profile_has_no_i386() {
         let mut profile = claude_shim_bundle::seccomp::agent_profile();
-        profile.set_architectures(Some(vec![Arch::ScmpArchX86_64]));
+        profile.set_architectures(Some(vec![oci_spec::runtime::Arch::ScmpArchX86_64]));
         let exp = expectations_for(&profile);
         assert!(exp.contains_key("ioctl(TIOCSTI)"));
         assert!(!exp.keys().any(|k| k.ends_with("via int 0x80")));

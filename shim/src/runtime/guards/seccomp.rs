@@ -116,17 +116,14 @@ pub fn deny_clone3(seccomp: &mut LinuxSeccomp) -> Option<String> {
 }
 
 fn clone3_enosys() -> LinuxSyscall {
-    enosys("clone3")
-}
-
-fn enosys(name: &str) -> LinuxSyscall {
     LinuxSyscallBuilder::default()
-        .names(vec![name.to_owned()])
+        .names(vec!["clone3".to_owned()])
         .action(LinuxSeccompAction::ScmpActErrno)
         .errno_ret(ENOSYS)
         .build()
         .expect("a syscall rule with names and an action is complete")
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
 //! `claude-shim claude` end to end with the real `claude` CLI, driven by a
-//! mock of the Messages API (tests/src/mock_api.rs): the whole agent in the
+//! mock of the Messages API (tests/mock-api): the whole agent in the
 //! sandbox with the key held by the gateway outside, the hook-planting
 //! attack on the host's configuration, and `--per-command` through
 //! `claude-shim-shell`; as root and as the unprivileged test user.

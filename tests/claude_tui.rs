@@ -1,7 +1,7 @@
 //! The Claude Code TUI under claude-shim, driven through tmux as a user at a
 //! terminal would: `claude-shim claude` (whole agent) and `--per-command`
 //! start the interactive `claude`, answer one prompt against the mock of the
-//! Messages API (tests/src/mock_api.rs), and end on Ctrl-C and on Ctrl-D
+//! Messages API (tests/mock-api), and end on Ctrl-C and on Ctrl-D
 //! with nothing left behind: no process, state, cgroup, mount or shared
 //! temporary directory.
 

@@ -17,7 +17,7 @@ use serde_json::Value;
 pub mod cri;
 pub mod docker;
 pub mod engines;
-pub mod mock_api;
+pub use claude_shim_mock_api as mock_api;
 
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()

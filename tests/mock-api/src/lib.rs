@@ -3,13 +3,19 @@
 //! `content_block_*`, `message_delta`, `message_stop`): while commands are
 //! queued, a request that offers the Bash tool gets a `tool_use` of the next
 //! one; everything else (the last turn, titles, summaries) gets a short
-//! `end_turn`. It records, per request, the path, the credential headers and
-//! the `tool_result` the request carries back.
+//! `end_turn`. It records, per request, the path, the credential headers,
+//! the `tool_result` the request carries back and when it arrived, and when
+//! each `tool_use` answer was sent: the time Claude Code took for one Bash
+//! call, seen from the API's side (the benchmark's Claude Code row).
+//!
+//! Shared by the end-to-end tests and `hack/bench`, so it depends on
+//! serde_json alone.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -20,12 +26,18 @@ pub struct Seen {
     pub authorization: Option<String>,
     /// The text of the tool_result in the request's last message, if any.
     pub tool_result: Option<String>,
+    /// The id of the tool_use that tool_result answers.
+    pub tool_use_id: Option<String>,
+    /// When the request had been read whole.
+    pub at: Instant,
 }
 
 #[derive(Default)]
 struct State {
     commands: VecDeque<String>,
     seen: Vec<Seen>,
+    /// Each tool_use answer's id and when its last byte was written.
+    sent: Vec<(String, Instant)>,
     next_id: u32,
 }
 
@@ -71,6 +83,23 @@ impl MockApi {
     pub fn tool_results(&self) -> Vec<String> {
         self.seen().into_iter().filter_map(|s| s.tool_result).collect()
     }
+
+    /// For each tool_use answered so far, in order: the time from its last
+    /// byte sent to the arrival of the request carrying its tool_result,
+    /// which is all Claude Code did for that call (run the command, read its
+    /// output, build the next request). None for a call with no result yet.
+    pub fn call_times(&self) -> Vec<Option<Duration>> {
+        let st = self.state.lock().unwrap();
+        st.sent
+            .iter()
+            .map(|(id, sent)| {
+                st.seen
+                    .iter()
+                    .find(|s| s.tool_use_id.as_deref() == Some(id))
+                    .map(|s| s.at.saturating_duration_since(*sent))
+            })
+            .collect()
+    }
 }
 
 fn serve(stream: TcpStream, state: &Mutex<State>) {
@@ -101,25 +130,29 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
     if reader.read_exact(&mut body).is_err() {
         return;
     }
+    let at = Instant::now();
     let req: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
-    let tool_result = last_tool_result(&req);
-    let (content_type, answer) = {
+    let (tool_use_id, tool_result) = last_tool_result(&req).unzip();
+    let (content_type, answer, tool_use) = {
         let mut st = state.lock().unwrap();
         st.seen.push(Seen {
             path: path.clone(),
             api_key,
             authorization,
             tool_result,
+            tool_use_id: tool_use_id.flatten(),
+            at,
         });
         if path.starts_with("/v1/messages/count_tokens") {
-            ("application/json", json!({"input_tokens": 1}).to_string())
+            ("application/json", json!({"input_tokens": 1}).to_string(), None)
         } else {
             let offers_bash = req["tools"]
                 .as_array()
                 .is_some_and(|t| t.iter().any(|t| t["name"] == "Bash"));
             let next = if offers_bash { st.commands.pop_front() } else { None };
             st.next_id += 1;
-            ("text/event-stream", events(&req, next.as_deref(), st.next_id))
+            let id = st.next_id;
+            ("text/event-stream", events(&req, next.as_deref(), id), next.map(|_| id))
         }
     };
     let mut stream = stream;
@@ -129,23 +162,35 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
         answer.len()
     );
     let _ = stream.flush();
+    if let Some(id) = tool_use {
+        state.lock().unwrap().sent.push((tool_use_id_of(id), Instant::now()));
+    }
 }
 
-fn last_tool_result(req: &Value) -> Option<String> {
+fn tool_use_id_of(n: u32) -> String {
+    format!("toolu_{n}")
+}
+
+/// The tool_use id and the text of the tool_result in the last message.
+fn last_tool_result(req: &Value) -> Option<(Option<String>, String)> {
     let last = req["messages"].as_array()?.last()?;
     let block = last["content"]
         .as_array()?
         .iter()
         .find(|c| c["type"] == "tool_result")?;
-    Some(match &block["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        other => other.to_string(),
-    })
+    let id = block["tool_use_id"].as_str().map(str::to_owned);
+    Some((
+        id,
+        match &block["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            other => other.to_string(),
+        },
+    ))
 }
 
 fn events(req: &Value, command: Option<&str>, id: u32) -> String {
@@ -162,7 +207,7 @@ fn events(req: &Value, command: Option<&str>, id: u32) -> String {
             ev(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0, "content_block":
-                    {"type": "tool_use", "id": format!("toolu_{id}"), "name": "Bash", "input": {}}}),
+                    {"type": "tool_use", "id": tool_use_id_of(id), "name": "Bash", "input": {}}}),
             );
             let input = json!({"command": cmd, "description": "test command"}).to_string();
             ev(

@@ -19,6 +19,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::bundle::{self, Layout, Net, Variant};
+use crate::claude;
 use crate::machine;
 use crate::net::{NetNs, Pasta, Peer};
 use crate::probe;
@@ -56,6 +57,7 @@ pub const GROUPS: &[&str] = &[
     "throughput",
     "memory",
     "start20",
+    "claude",
 ];
 /// The runtimes `--runtimes` selects.
 pub const RUNTIMES: &[&str] = &[
@@ -185,6 +187,14 @@ fn metric_defs(s: &Settings, bytes: u64) -> Vec<MetricDef> {
         Better::Lower,
         "User + system CPU time of the 20 commands and the processes they waited for, together.",
     ));
+    v.push(d(claude::METRIC, "One Bash tool call of Claude Code", "ms/call", Better::Lower,
+             "The real `claude -p` against the harness's mock of the Messages API (loopback), which answers with Bash \
+              tool_use blocks: one check call (the mount namespace must be the host's unsandboxed and another one in every \
+              other row), then 5 calls of `true`, each timed from the last byte of the mock's tool_use answer to the arrival \
+              of the request carrying its tool_result; Claude Code's own start-up is not counted. Claude Code's own sandbox: \
+              `sandbox.enabled` and `autoAllowBashIfSandboxed` in its settings (bwrap, socat, ripgrep). claude-shim: \
+              `claude-shim claude` (the whole agent in the agent policy's sandbox, API calls through its gateway) and \
+              `--per-command` (claude on the host, each call through `claude-shim-shell` in a new sandbox)."));
     let groups = s.metrics.clone();
     v.retain(|m| groups.as_ref().is_none_or(|g| g.iter().any(|g| group_of(m.id) == g)));
     v
@@ -201,6 +211,8 @@ fn group_of(metric: &str) -> &str {
         "throughput"
     } else if metric.starts_with("memory_") {
         "memory"
+    } else if metric.starts_with("claude_") {
+        "claude"
     } else {
         metric
     }
@@ -236,8 +248,8 @@ impl Ctx {
 }
 
 pub struct Sample {
-    values: Vec<(&'static str, f64)>,
-    note: Option<String>,
+    pub(crate) values: Vec<(&'static str, f64)>,
+    pub(crate) note: Option<String>,
 }
 
 impl Sample {
@@ -258,7 +270,7 @@ enum State {
     Pending(String),
 }
 
-type SampleFn = Box<dyn FnMut(&Ctx) -> Result<Sample>>;
+pub(crate) type SampleFn = Box<dyn FnMut(&Ctx) -> Result<Sample>>;
 
 struct Case {
     label: String,
@@ -492,6 +504,49 @@ impl<'a> Planner<'a> {
 
     fn with_srt(&self) -> Vec<usize> {
         (0..self.ctx.rts.len()).collect()
+    }
+
+    /// The Claude Code row: one case per mode, on the runtime row of its
+    /// kind. Claude Code's own sandbox sits on srt's row but needs only
+    /// claude, bwrap, socat and ripgrep, not the srt package.
+    fn claude(&mut self) {
+        for mode in claude::Mode::ALL {
+            let Some(i) = self.ctx.rts.iter().position(|r| r.kind == mode.kind()) else {
+                continue;
+            };
+            let rt = self.ctx.rts[i].clone();
+            let state = match (gate(&rt), claude::missing(mode, &rt)) {
+                (State::Skipped(r), _) => State::Skipped(r),
+                (_, Some(why)) => State::Missing(why),
+                (_, None) if mode == claude::Mode::OwnSandbox => State::Ready,
+                (other, None) => other,
+            };
+            let (state, run) = match state {
+                State::Ready => match claude::sample_fn(mode, rt, &self.ctx.work) {
+                    Ok(f) => (State::Ready, Some(f)),
+                    Err(e) => (State::Fails(err_text(&e)), None),
+                },
+                other => (other, None),
+            };
+            self.push(mode.label().into(), i, mode.variant(), vec![claude::METRIC], state, run);
+            if let Some(c) = self.cases.last_mut() {
+                c.command = Some(claude::command_text(mode));
+            }
+        }
+        for i in 0..self.ctx.rts.len() {
+            if !self
+                .cases
+                .iter()
+                .any(|c| c.rt == i && c.metrics.contains(&claude::METRIC))
+            {
+                self.na(
+                    i,
+                    "",
+                    vec![claude::METRIC],
+                    "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
+                );
+            }
+        }
     }
 
     /// srt's rows in the tables it is not measured in, so every runtime
@@ -1689,6 +1744,9 @@ pub fn run(s: Settings) -> Result<i32> {
     if wants("start20") {
         planner.start20();
     }
+    if wants("claude") {
+        planner.claude();
+    }
     planner.srt_elsewhere(&metrics);
     let mut cases = planner.cases;
 
@@ -1821,7 +1879,8 @@ pub fn run(s: Settings) -> Result<i32> {
         .map(|m| m.id)
         .filter(|m| m.starts_with("syscall_"))
         .collect();
-    let targets = report::targets(&rows, &wl, &sys);
+    let mut targets = report::targets(&rows, &wl, &sys);
+    targets.extend(claude::targets(&rows));
 
     let mut notes = Vec::new();
     if let Err(e) = &support.agent_seccomp {

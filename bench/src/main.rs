@@ -5,6 +5,7 @@
 
 mod bench;
 mod bundle;
+mod claude;
 mod machine;
 mod net;
 mod parse;
@@ -26,7 +27,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "claude-shim-bench",
     about = "Compare claude-shim with runc, crun, runsc (gVisor), bwrap and the bare host on this machine",
-    after_help = "Metric groups: cold_start, cold_start_net, syscall, workload, throughput, memory, start20.\n\
+    after_help = "Metric groups: cold_start, cold_start_net, syscall, workload, throughput, memory, start20, claude.\n\
                   Runtimes: host, bwrap, runc, crun, runsc, claude-shim, sandbox."
 )]
 struct Cli {

@@ -156,7 +156,7 @@ pub fn fill_ratios(rows: &mut [Row]) {
 }
 
 /// The median of the first measured row that matches, or why there is none.
-fn figure(rows: &[Row], metric: &str, kind: Kind, variant: Option<&str>) -> Result<(f64, String), String> {
+pub(crate) fn figure(rows: &[Row], metric: &str, kind: Kind, variant: Option<&str>) -> Result<(f64, String), String> {
     let candidates: Vec<&Row> = rows
         .iter()
         .filter(|r| r.metric == metric && r.kind == kind && variant.is_none_or(|v| r.variant == v))
@@ -175,7 +175,7 @@ fn figure(rows: &[Row], metric: &str, kind: Kind, variant: Option<&str>) -> Resu
     }
 }
 
-fn target(
+pub(crate) fn target(
     rows: &[Row],
     name: String,
     unit: &str,

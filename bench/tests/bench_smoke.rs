@@ -73,7 +73,7 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
     let metrics = r["metrics"].as_array().unwrap();
     assert_eq!(
         metrics.len(),
-        19,
+        20,
         "every metric of the issue, CPU time beside each start-up one"
     );
     let rows = r["rows"].as_array().unwrap();
@@ -169,8 +169,39 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
         }
     }
 
+    // hack/setup installs claude, bwrap, socat and ripgrep: every Claude Code
+    // row is measured, and so the per-call targets are evaluated.
+    let claude: Vec<&Value> = rows.iter().filter(|x| x["metric"] == "claude_bash_call").collect();
+    for label in [
+        "Claude Code, unsandboxed",
+        "Claude Code's own sandbox (sandbox.enabled)",
+        "claude-shim claude (whole agent)",
+        "claude-shim claude --per-command",
+    ] {
+        let row = claude
+            .iter()
+            .find(|x| x["label"] == label)
+            .unwrap_or_else(|| panic!("no row {label}"));
+        assert_eq!(row["status"], "ok", "the Claude Code row {label} is measured: {row}");
+        assert_eq!(
+            row["samples"].as_array().unwrap().len(),
+            5,
+            "5 timed calls a round: {row}"
+        );
+    }
+
     let targets = r["targets"].as_array().unwrap();
     assert!(targets.len() >= 10, "the issue's targets are evaluated");
+    let per_call: Vec<&Value> = targets
+        .iter()
+        .filter(|t| t["target"].as_str().unwrap().starts_with("Bash call overhead"))
+        .collect();
+    assert_eq!(
+        per_call.len(),
+        2,
+        "one per-call target per claude-shim mode: {targets:?}"
+    );
+    assert!(per_call.iter().all(|t| t["verdict"] != "not_evaluated"), "{per_call:?}");
     assert!(targets
         .iter()
         .all(|t| ["met", "not_met", "not_evaluated"].contains(&t["verdict"].as_str().unwrap())));

@@ -340,13 +340,7 @@ fn shell_entry_keeps_bytes_and_exit_codes() {
         // started in the background of a shell ignores SIGINT, and an ignored
         // signal stays ignored through exec, so `kill -INT $$` would exit 0
         // sandboxed or not.
-        // SAFETY: signal() is async-signal-safe; nothing else runs in the child.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-                Ok(())
-            });
-        }
+        with_dispositions(&mut c, nix::sys::signal::SigHandler::SigDfl);
         output_of(c, w.dir.path())
     };
     let sample = r#"printf 'a\tb\0c\n\xff\n'; printf 'err\n' >&2; seq 1 20000"#;

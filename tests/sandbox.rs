@@ -71,20 +71,6 @@ fn sandbox(env: &Env, ws: &Workspace, policy: &str, script: &str) -> Command {
     c
 }
 
-/// Sets SIGINT's and SIGHUP's disposition for the spawned process.
-fn with_dispositions(c: &mut Command, handler: nix::sys::signal::SigHandler) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: signal(2) is async-signal-safe and touches only the child.
-    unsafe {
-        c.pre_exec(move || {
-            for s in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGHUP] {
-                nix::sys::signal::signal(s, handler).map_err(std::io::Error::from)?;
-            }
-            Ok(())
-        });
-    }
-}
-
 /// Waits for `child`, failing the test (and killing it) after `limit`.
 fn wait_within(child: &mut std::process::Child, limit: Duration, what: &str) -> std::process::ExitStatus {
     let t = Instant::now();

@@ -515,37 +515,38 @@ impl<'a> Planner<'a> {
                 continue;
             };
             let rt = self.ctx.rts[i].clone();
-            let state = match (gate(&rt), claude::missing(mode, &rt)) {
+            let state = match (gate(&rt), claude::missing(mode)) {
                 (State::Skipped(r), _) => State::Skipped(r),
                 (_, Some(why)) => State::Missing(why),
                 (_, None) if mode == claude::Mode::OwnSandbox => State::Ready,
                 (other, None) => other,
             };
-            let (state, run) = match state {
-                State::Ready => match claude::sample_fn(mode, rt, &self.ctx.work) {
-                    Ok(f) => (State::Ready, Some(f)),
-                    Err(e) => (State::Fails(err_text(&e)), None),
+            let (state, run, command) = match state {
+                State::Ready => match claude::case(mode, rt, &self.ctx.work) {
+                    Ok((f, line)) => (State::Ready, Some(f), Some(line)),
+                    Err(e) => (State::Fails(err_text(&e)), None, None),
                 },
-                other => (other, None),
+                other => (other, None, None),
             };
             self.push(mode.label().into(), i, mode.variant(), vec![claude::METRIC], state, run);
             if let Some(c) = self.cases.last_mut() {
-                c.command = Some(claude::command_text(mode));
+                c.command = command;
             }
         }
         for i in 0..self.ctx.rts.len() {
-            if !self
-                .cases
-                .iter()
-                .any(|c| c.rt == i && c.metrics.contains(&claude::METRIC))
-            {
-                self.na(
-                    i,
-                    "",
-                    vec![claude::METRIC],
-                    "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
-                );
-            }
+            self.na_unless_measured(
+                i,
+                claude::METRIC,
+                "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
+            );
+        }
+    }
+
+    /// A not-applicable row for a runtime that has no case of `metric`, so
+    /// every runtime appears in every table.
+    fn na_unless_measured(&mut self, rt_i: usize, metric: &'static str, why: &str) {
+        if !self.cases.iter().any(|c| c.rt == rt_i && c.metrics.contains(&metric)) {
+            self.na(rt_i, "", vec![metric], why);
         }
     }
 
@@ -557,9 +558,7 @@ impl<'a> Planner<'a> {
                 continue;
             }
             for m in metrics {
-                if !self.cases.iter().any(|c| c.rt == i && c.metrics.contains(&m.id)) {
-                    self.na(i, "", vec![m.id], "srt is compared on start-up only");
-                }
+                self.na_unless_measured(i, m.id, "srt is compared on start-up only");
             }
         }
     }

@@ -24,7 +24,7 @@ use anyhow::{bail, Context, Result};
 use claude_shim_mock_api::MockApi;
 
 use crate::bench::{Ctx, Sample, SampleFn};
-use crate::proc::Hooks;
+use crate::proc::{self, Hooks};
 use crate::report::{figure, target, Row, TargetResult};
 use crate::runtimes::{self, Kind, Runtime};
 
@@ -90,8 +90,9 @@ impl Mode {
     }
 }
 
-/// Why a mode cannot run here, if it cannot.
-pub fn missing(mode: Mode, rt: &Runtime) -> Option<String> {
+/// Why a mode cannot run here, if it cannot (claude-shim's own presence is
+/// its runtime row's availability).
+pub fn missing(mode: Mode) -> Option<String> {
     if runtimes::find("claude").is_none() {
         return Some("claude is not installed (npm install -g @anthropic-ai/claude-code)".into());
     }
@@ -100,25 +101,42 @@ pub fn missing(mode: Mode, rt: &Runtime) -> Option<String> {
             .into_iter()
             .find(|t| runtimes::find(t).is_none())
             .map(|t| format!("Claude Code's sandbox needs {t} (apt-get install bubblewrap socat ripgrep)")),
-        Mode::Whole | Mode::PerCommand if rt.path.is_none() => Some("claude-shim is not built".into()),
         _ => None,
     }
 }
 
-/// The command a sample runs, for the JSON (the mock's port varies).
-pub fn command_text(mode: Mode) -> String {
-    let claude = "claude -p 'run the commands' --allowedTools Bash";
-    match mode {
-        Mode::Unsandboxed => claude.into(),
-        Mode::OwnSandbox => format!("{claude} (settings: sandbox.enabled, autoAllowBashIfSandboxed)"),
-        Mode::Whole => format!("claude-shim claude -- {}", &claude["claude ".len()..]),
-        Mode::PerCommand => format!("claude-shim claude --per-command -- {}", &claude["claude ".len()..]),
-    }
+/// One `claude -p` session of the mode, against the mock at `url`.
+fn session(mode: Mode, claude: &Path, rt: &Runtime, home: &Path, proj: &Path, url: &str) -> Result<Command> {
+    let mut c = match mode {
+        Mode::Unsandboxed | Mode::OwnSandbox => Command::new(claude),
+        Mode::Whole | Mode::PerCommand => {
+            let mut c = Command::new(rt.path.as_ref().context("claude-shim's path")?);
+            c.arg("--root").arg(&rt.root).arg("claude");
+            if mode == Mode::PerCommand {
+                c.arg("--per-command");
+            }
+            c.arg("--");
+            c
+        }
+    };
+    c.args(["-p", "run the commands", "--allowedTools", "Bash"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("ANTHROPIC_BASE_URL", url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-bench-placeholder")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .current_dir(proj)
+        .stdin(Stdio::null());
+    Ok(c)
 }
 
 /// A session runner for one mode: its own home and project under the
-/// harness's work directory, and its own mock, kept across samples.
-pub fn sample_fn(mode: Mode, rt: Runtime, work: &Path) -> Result<SampleFn> {
+/// harness's work directory, and its own mock, kept across samples; and the
+/// command line a sample runs, for the JSON.
+pub fn case(mode: Mode, rt: Runtime, work: &Path) -> Result<(SampleFn, String)> {
     let base = work.join("claude").join(mode.slug());
     let _ = fs::remove_dir_all(&base);
     let home = base.join("home");
@@ -135,35 +153,14 @@ pub fn sample_fn(mode: Mode, rt: Runtime, work: &Path) -> Result<SampleFn> {
     let host_mnt = fs::read_link("/proc/self/ns/mnt").context("read the harness's mount namespace")?;
     let claude = runtimes::find("claude").context("find claude")?;
     let mock = MockApi::start(&[]);
-    Ok(Box::new(move |ctx: &Ctx| {
+    let line = proc::command_line(&session(mode, &claude, &rt, &home, &proj, &mock.url())?);
+    let run = Box::new(move |ctx: &Ctx| {
         let first = mock.call_times().len();
         let results_before = mock.tool_results().len();
         let mut queue = vec![CHECK];
         queue.extend(std::iter::repeat_n("true", CALLS));
         mock.queue(&queue);
-        let mut c = match mode {
-            Mode::Unsandboxed | Mode::OwnSandbox => Command::new(&claude),
-            Mode::Whole | Mode::PerCommand => {
-                let mut c = Command::new(rt.path.as_ref().context("claude-shim's path")?);
-                c.arg("--root").arg(&rt.root).arg("claude");
-                if mode == Mode::PerCommand {
-                    c.arg("--per-command");
-                }
-                c.arg("--");
-                c
-            }
-        };
-        c.args(["-p", "run the commands", "--allowedTools", "Bash"])
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
-            .env("ANTHROPIC_BASE_URL", mock.url())
-            .env("ANTHROPIC_API_KEY", "sk-ant-bench-placeholder")
-            .env("DISABLE_TELEMETRY", "1")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .current_dir(&proj)
-            .stdin(Stdio::null());
+        let c = session(mode, &claude, &rt, &home, &proj, &mock.url())?;
         let f = ctx.runner.run(c, &Hooks::default(), ctx.timeout)?;
         if !f.status.success() {
             bail!("{}: {}", mode.label(), f.why());
@@ -191,7 +188,8 @@ pub fn sample_fn(mode: Mode, rt: Runtime, work: &Path) -> Result<SampleFn> {
                 .collect(),
             note: None,
         })
-    }))
+    });
+    Ok((run, line))
 }
 
 /// The target for each claude-shim mode: its overhead per call over

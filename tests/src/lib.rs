@@ -73,6 +73,20 @@ pub fn command_as(user: Option<(u32, u32)>, program: &Path) -> Command {
     c
 }
 
+/// Sets SIGINT's and SIGHUP's disposition for the spawned process.
+pub fn with_dispositions(c: &mut Command, handler: nix::sys::signal::SigHandler) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe and touches only the child.
+    unsafe {
+        c.pre_exec(move || {
+            for s in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGHUP] {
+                nix::sys::signal::signal(s, handler).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+}
+
 pub fn unique_id(name: &str) -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -534,8 +534,6 @@ pub struct HelperArgs {
 pub enum HelperRole {
     /// Start the mode's egress helper and stop it when the container's init exits
     Watch(HelperOpts),
-    /// The allowlist proxy (started by `watch`)
-    Proxy(HelperOpts),
     /// createContainer hook: send the container's namespaces to the runtime (unprivileged runtimes)
     Hook {
         #[arg(long)]
@@ -561,12 +559,6 @@ pub fn run_helper(args: &HelperArgs) -> Result<i32> {
     match &args.role {
         HelperRole::Watch(o) => watch::run(o)?,
         HelperRole::Hook { state_dir } => netns::hook(state_dir)?,
-        HelperRole::Proxy(o) => {
-            if let Err(e) = proxy::run(o) {
-                process::report_ready(&format!("error {e:#}"));
-                return Err(e);
-            }
-        }
     }
     Ok(0)
 }

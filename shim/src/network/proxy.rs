@@ -106,7 +106,7 @@ fn drop_privileges() -> Result<()> {
     Ok(())
 }
 
-/// The `__network proxy` helper: set up, report ready, serve until the
+/// The proxy helper (forked by `__network watch`): set up, report ready, serve until the
 /// container's init exits or the runtime stops it.
 pub fn run(opts: &HelperOpts) -> Result<()> {
     let init = process::open_verified(opts.init_pid, opts.init_start)

@@ -121,31 +121,20 @@ fn start_pasta(plan: &Plan, opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32>
     Ok(pid)
 }
 
-fn start_proxy(opts: &HelperOpts, ns: &netns::NsFds) -> Result<std::process::Child> {
-    let exe = std::env::current_exe().context("resolve /proc/self/exe")?;
-    let args: Vec<OsString> = [
-        "__network",
-        "proxy",
-        "--id",
-        &opts.id,
-        "--state-dir",
-        &opts.state_dir.to_string_lossy(),
-        "--init-pid",
-        &opts.init_pid.to_string(),
-        "--init-start",
-        &opts.init_start.to_string(),
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
-    let (_, child) =
-        process::spawn(&exe, &args, &ns.for_helper(), Duration::from_secs(10), false).context("start the proxy")?;
-    child.ok_or_else(|| anyhow!("start the proxy: no child"))
+/// The proxy, forked from this watch (which has no thread yet) rather than
+/// exec'd: it inherits the namespace descriptors at 4 and 5 and drops its
+/// privileges itself (proxy::run).
+fn start_proxy(opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32> {
+    let (_, pid) = process::fork_helper(ns.for_helper().len(), Duration::from_secs(10), || {
+        super::proxy::run(opts)
+    })
+    .context("start the proxy")?;
+    Ok(pid)
 }
 
 pub fn run(opts: &HelperOpts) -> Result<()> {
     let log = Log::open(&opts.state_dir.join("network.log"), &opts.id)?;
-    let started = (|| -> Result<(OwnedFd, &'static str, i32, Option<std::process::Child>)> {
+    let started = (|| -> Result<(OwnedFd, &'static str, i32, Option<i32>)> {
         let init = process::open_verified(opts.init_pid, opts.init_start)
             .ok_or_else(|| anyhow!("find the init of container {} (pid {})", opts.id, opts.init_pid))?;
         let plan = Plan::load(&opts.state_dir)?;
@@ -158,8 +147,8 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
                 None,
             )),
             Mode::Allowlist => {
-                let child = start_proxy(opts, &ns)?;
-                Ok((init, "proxy", child.id() as i32, Some(child)))
+                let pid = start_proxy(opts, &ns)?;
+                Ok((init, "proxy", pid, Some(pid)))
             }
             Mode::None => bail!("mode none needs no helper"),
         }
@@ -231,10 +220,12 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
 
 /// The exit status of a helper that is our child; pasta (which forks into the
 /// background) is not, and only its pidfd tells that it ended.
-fn reap(child: Option<std::process::Child>) -> String {
+fn reap(child: Option<i32>) -> String {
     match child {
-        Some(mut c) => match c.wait() {
-            Ok(s) => s.to_string(),
+        Some(pid) => match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None) {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => format!("exit status: {code}"),
+            Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => format!("signal: {} ({sig})", sig as i32),
+            Ok(other) => format!("{other:?}"),
             Err(e) => format!("unknown ({e})"),
         },
         None => "unknown (not a child)".into(),

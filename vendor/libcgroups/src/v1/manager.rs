@@ -85,9 +85,20 @@ pub enum V1ManagerError {
 impl Manager {
     /// Constructs a new cgroup manager with cgroups_path being relative to the root of the subsystem
     pub fn new(cgroup_path: &Path) -> Result<Self, V1ManagerError> {
+        // claude-shim: mountinfo and /proc/self/cgroup are read once, not
+        // once per controller (24 procfs reads, each through a new pathrs
+        // handle, on every create and delete).
+        let mount_points = util::list_subsystem_mount_points()?;
+        let cgroups = ProcessCGroups::from_read(ProcfsHandle::new()?.open(
+            ProcfsBase::ProcSelf,
+            "cgroup",
+            OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
+        )?)?;
         let mut subsystems = HashMap::new();
         for subsystem in CONTROLLERS {
-            if let Ok(subsystem_path) = Self::get_subsystem_path(cgroup_path, subsystem) {
+            if let Ok(subsystem_path) =
+                Self::get_subsystem_path(cgroup_path, subsystem, &mount_points, &cgroups)
+            {
                 subsystems.insert(*subsystem, subsystem_path);
             } else {
                 tracing::warn!("cgroup {} not supported on this system", subsystem);
@@ -100,18 +111,17 @@ impl Manager {
     fn get_subsystem_path(
         cgroup_path: &Path,
         subsystem: &CtrlType,
+        mount_points: &[PathBuf],
+        cgroups: &ProcessCGroups,
     ) -> Result<PathBuf, V1ManagerError> {
         tracing::debug!("Get path for subsystem: {}", subsystem);
-        let mount_point = util::get_subsystem_mount_point(subsystem)?;
+        let mount_point = util::mount_point_among(subsystem, mount_points)?;
 
-        let cgroup = ProcessCGroups::from_read(ProcfsHandle::new()?.open(
-            ProcfsBase::ProcSelf,
-            "cgroup",
-            OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
-        )?)?
-        .into_iter()
-        .find(|c| c.controllers.contains(&subsystem.to_string()))
-        .ok_or(V1ManagerError::SubsystemDoesNotExist)?;
+        let cgroup = cgroups
+            .0
+            .iter()
+            .find(|c| c.controllers.contains(&subsystem.to_string()))
+            .ok_or(V1ManagerError::SubsystemDoesNotExist)?;
 
         let p = if cgroup_path.as_os_str().is_empty() {
             mount_point.join_safely(Path::new(&cgroup.pathname))?

@@ -51,9 +51,11 @@ pub fn list_subsystem_mount_points() -> Result<Vec<PathBuf>, V1MountPointError> 
 pub fn list_supported_mount_points() -> Result<HashMap<ControllerType, PathBuf>, V1MountPointError>
 {
     let mut mount_paths = HashMap::with_capacity(CONTROLLERS.len());
+    // claude-shim: mountinfo read once for all the controllers.
+    let mount_points = list_subsystem_mount_points()?;
 
     for controller in CONTROLLERS {
-        if let Ok(mount_point) = get_subsystem_mount_point(controller) {
+        if let Ok(mount_point) = mount_point_among(controller, &mount_points) {
             mount_paths.insert(controller.to_owned(), mount_point);
         }
     }
@@ -62,45 +64,36 @@ pub fn list_supported_mount_points() -> Result<HashMap<ControllerType, PathBuf>,
 }
 
 pub fn get_subsystem_mount_point(subsystem: &ControllerType) -> Result<PathBuf, V1MountPointError> {
-    let subsystem_name = subsystem.to_string();
-    let reader = BufReader::new(ProcfsHandle::new()?.open(
-        ProcfsBase::ProcSelf,
-        "mountinfo",
-        OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
-    )?);
+    mount_point_among(subsystem, &list_subsystem_mount_points()?)
+}
 
-    reader
-        .lines()
-        .map(|lr| {
-            lr.map_err(V1MountPointError::Io)
-                .and_then(|line| MountInfo::from_line(&line).map_err(V1MountPointError::MountInfo))
-        })
-        .find_map(|r| match r {
-            Err(e) => Some(Err(e)),
-            Ok(m) if m.fs_type == "cgroup" => {
-                // Some systems mount net_prio and net_cls in the same directory
-                // other systems mount them in their own directories. This
-                // should handle both cases.
-                let ok = match subsystem_name.as_str() {
-                    "net_cls" => ["net_cls,net_prio", "net_prio,net_cls", "net_cls"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "net_prio" => ["net_cls,net_prio", "net_prio,net_cls", "net_prio"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "cpu" => ["cpu,cpuacct", "cpu"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "cpuacct" => ["cpu,cpuacct", "cpuacct"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    _ => m.mount_point.ends_with(&subsystem_name),
-                };
-                if ok { Some(Ok(m.mount_point)) } else { None }
+/// claude-shim: the mount point of `subsystem` among cgroup v1 mount points
+/// read once (`list_subsystem_mount_points`), so that a caller asking for
+/// every controller reads mountinfo once rather than once per controller.
+pub fn mount_point_among(
+    subsystem: &ControllerType,
+    mount_points: &[PathBuf],
+) -> Result<PathBuf, V1MountPointError> {
+    let subsystem_name = subsystem.to_string();
+    mount_points
+        .iter()
+        .find(|m| {
+            // Some systems mount net_prio and net_cls in the same directory
+            // other systems mount them in their own directories. This
+            // should handle both cases.
+            match subsystem_name.as_str() {
+                "net_cls" => ["net_cls,net_prio", "net_prio,net_cls", "net_cls"]
+                    .iter()
+                    .any(|s| m.ends_with(s)),
+                "net_prio" => ["net_cls,net_prio", "net_prio,net_cls", "net_prio"]
+                    .iter()
+                    .any(|s| m.ends_with(s)),
+                "cpu" => ["cpu,cpuacct", "cpu"].iter().any(|s| m.ends_with(s)),
+                "cpuacct" => ["cpu,cpuacct", "cpuacct"].iter().any(|s| m.ends_with(s)),
+                _ => m.ends_with(&subsystem_name),
             }
-            Ok(_) => None,
         })
-        .transpose()?
+        .cloned()
         .ok_or(V1MountPointError::NotFound {
             subsystem: *subsystem,
         })

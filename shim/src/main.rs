@@ -9,6 +9,7 @@ mod cli;
 mod commands;
 mod logging;
 mod network;
+mod replace;
 mod runtime;
 mod sandbox;
 mod seal;

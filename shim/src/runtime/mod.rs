@@ -226,7 +226,7 @@ impl Runtime {
         let path = self.meta_dir(id).join("meta.json");
         let tmp = path.with_extension("json.tmp");
         fs::write(&tmp, serde_json::to_vec(meta)?).with_context(|| format!("write {}", tmp.display()))?;
-        fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))
+        crate::replace::replace(&tmp, &path).with_context(|| format!("write {}", path.display()))
     }
 
     /// The effective spec libcontainer runs, as written at create.

@@ -116,7 +116,7 @@ fn store(path: &Path, index: &Index) -> std::io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)?;
     let data = serde_json::to_vec(index).map_err(std::io::Error::other)?;
-    let r = f.write_all(&data).and_then(|()| fs::rename(&tmp, path));
+    let r = f.write_all(&data).and_then(|()| crate::replace::replace(&tmp, path));
     if r.is_err() {
         let _ = fs::remove_file(&tmp);
     }

@@ -115,7 +115,7 @@ impl Lease {
         let r = &self.paths.registry;
         let tmp = r.with_extension("json.tmp");
         std::fs::write(&tmp, serde_json::to_vec(entries)?).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, r).with_context(|| format!("write {}", r.display()))
+        crate::replace::replace(&tmp, r).with_context(|| format!("write {}", r.display()))
     }
 
     /// Creates the placeholders that are missing and records them. Returns

@@ -78,11 +78,14 @@ pub fn run_policy(
     })();
     if rt.exists(&id) {
         sandbox::denials::report(&rt.meta_dir(&id), &id);
+        crate::timing::mark("denials reported");
         if let Err(e) = rt.delete(&id, true) {
             tracing::warn!("{e:#}");
         }
+        crate::timing::mark("deleted");
     }
     lease.release();
+    crate::timing::mark("placeholders released");
     if let Err(e) = std::fs::remove_dir_all(&bundle) {
         tracing::warn!("remove bundle {}: {e}", bundle.display());
     }

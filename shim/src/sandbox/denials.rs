@@ -1,7 +1,11 @@
-//! Visible denials: after a sandbox run, the proxy's log (which goes with
-//! the container's state) is kept under `$XDG_STATE_HOME/claude-shim/logs/`
-//! (the last `KEEP` runs), and every refused host is named on stderr, one
-//! line each, as Claude Code's own sandbox annotates its violations.
+//! Visible denials: after a sandbox run in which the proxy decided on at
+//! least one request, its log (which goes with the container's state) is
+//! kept under `$XDG_STATE_HOME/claude-shim/logs/` (the last `KEEP` such
+//! runs), and every refused host is named on stderr, one line each, as
+//! Claude Code's own sandbox annotates its violations. A run without network
+//! traffic (most commands) keeps nothing: its log says only that the proxy
+//! started and stopped, and copying it and pruning the directory cost about
+//! a millisecond on every command.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +47,13 @@ pub fn refused(log: &str) -> Vec<String> {
     out
 }
 
+/// Whether the proxy decided on any request (allowed or refused).
+pub fn decided(log: &str) -> bool {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|v| v.get("decision").is_some())
+}
+
 /// Keeps `proxy_log` as `<logs>/<id>.log`, drops the oldest beyond `KEEP`,
 /// and returns the kept path.
 pub fn keep(logs: &Path, id: &str, proxy_log: &Path) -> std::io::Result<PathBuf> {
@@ -69,6 +80,9 @@ pub fn report(meta_dir: &Path, id: &str) {
     let Ok(text) = std::fs::read_to_string(&log) else {
         return;
     };
+    if !decided(&text) {
+        return;
+    }
     let kept = match super::state_home() {
         Ok(home) => match keep(&home.join("logs"), id, &log) {
             Ok(p) => Some(p),
@@ -109,6 +123,14 @@ not json"#;
                 "API path POST /v1/files (not forwarded)"
             ]
         );
+    }
+
+    #[test]
+    fn only_a_log_with_requests_counts_as_decided() {
+        let quiet = "{\"event\":\"started\"}\n{\"event\":\"stopped\",\"reason\":\"the container's init exited\"}\n";
+        assert!(!decided(quiet));
+        let busy = format!("{quiet}{{\"host\":\"github.com\",\"port\":443,\"decision\":\"allow\"}}\n");
+        assert!(decided(&busy));
     }
 
     #[test]

@@ -17,7 +17,6 @@ pub mod proxy;
 pub mod watch;
 pub mod wire;
 
-use std::ffi::OsString;
 use std::fs;
 use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
@@ -208,16 +207,8 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
             plan.nft = Some(find_tool("nft", NFT_ENV, "nftables").with_context(|| what.clone())?);
         }
         Mode::None => {}
-        Mode::Allowlist => {
-            let exe = crate::seal::exe_on_disk().with_context(|| format!("{what}: find claude-shim"))?;
-            if !is_executable(&exe) {
-                bail!(
-                    "{what}: the proxy is claude-shim itself, and {} is not an executable file",
-                    exe.display()
-                );
-            }
-            set_proxy_env(spec);
-        }
+        // The proxy is a fork of this process (process::fork_helper): nothing to find.
+        Mode::Allowlist => set_proxy_env(spec),
         Mode::Public => {
             if let Some(d) = policy.deny.iter().find(|d| d.is_name()) {
                 bail!("{what}: deny entry {d:?} is a host name, and public mode filters addresses only (use allowlist mode, or an address)", d = d.to_string());
@@ -365,25 +356,16 @@ fn start_watch(
     ns: &netns::NsFds,
     record: &mut Record<'_>,
 ) -> Result<(String, i32)> {
-    let exe = crate::seal::exe_on_disk()?;
-    let args: Vec<OsString> = [
-        "__network",
-        "watch",
-        "--id",
-        id,
-        "--state-dir",
-        &state_dir.to_string_lossy(),
-        "--init-pid",
-        &init_pid.to_string(),
-        "--init-start",
-        &init_start.to_string(),
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
+    let opts = HelperOpts {
+        id: id.to_owned(),
+        state_dir: state_dir.to_owned(),
+        init_pid,
+        init_start,
+    };
     let t = Instant::now();
-    let ready = process::spawn_detached(&exe, &args, &ns.for_helper(), Duration::from_secs(15))
-        .with_context(|| format!("start the network helpers of container {id} ({})", exe.display()))?;
+    // Forked, not exec'd (process::fork_helper): this process is single-threaded here.
+    let (ready, _) = process::fork_helper(&ns.for_helper(), Duration::from_secs(15), true, || watch::run(&opts))
+        .with_context(|| format!("start the network helpers of container {id}"))?;
     // "ok <watch pid> <helper name> <helper pid>"
     let (watch_pid, name, pid) = match ready.words.as_slice() {
         [_, w, n, p] => (

@@ -1,17 +1,14 @@
 //! Processes beside a container: how claude-shim starts a helper so that it
-//! outlives `create` and holds nothing of the engine's (new session, double
-//! fork, stdio on /dev/null, every other descriptor closed), how the helper
+//! outlives `create` and holds nothing of the engine's or the runtime's (a
+//! fork, not an exec; new session, double fork, stdio on /dev/null, every
+//! other descriptor closed), how the helper
 //! says it is ready, and how a recorded pid is checked to still be that
 //! helper before it is signalled (pid plus start time, through a pidfd so a
 //! recycled pid cannot be hit between the check and the signal).
 
-use std::ffi::OsString;
 use std::fs;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -89,74 +86,6 @@ pub struct Ready {
     pub words: Vec<String>,
 }
 
-/// Starts `exe args` as a detached helper and waits for its ready line.
-/// `fds` are handed over at 4, 5, ... (the ready pipe is 3); nothing else
-/// crosses. The helper is the grandchild of this process (the child exits at
-/// once), so it is nobody's waited-for child here and survives our exit.
-pub fn spawn_detached(exe: &Path, args: &[OsString], fds: &[&OwnedFd], within: Duration) -> Result<Ready> {
-    spawn(exe, args, fds, within, true).map(|(ready, _)| ready)
-}
-
-/// As `spawn_detached`, or (`detach` false) as a child of this process, which
-/// then must reap it: the child is returned.
-pub fn spawn(
-    exe: &Path,
-    args: &[OsString],
-    fds: &[&OwnedFd],
-    within: Duration,
-    detach: bool,
-) -> Result<(Ready, Option<std::process::Child>)> {
-    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("create a pipe")?;
-    let mut sources: Vec<RawFd> = vec![ready_w.as_raw_fd()];
-    sources.extend(fds.iter().map(|f| f.as_raw_fd()));
-    let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: the closure only makes async-signal-safe system calls.
-    unsafe {
-        cmd.pre_exec(move || {
-            if detach {
-                detach_in_child()?;
-            } else {
-                reset_signals();
-            }
-            // Move the sources out of the way, then into place from 3 up.
-            let mut high = [0 as RawFd; 16];
-            if sources.len() > high.len() {
-                return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
-            }
-            for (i, src) in sources.iter().enumerate() {
-                let fd = libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 100);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                high[i] = fd;
-            }
-            for (i, fd) in high.iter().take(sources.len()).enumerate() {
-                if libc::dup2(*fd, READY_FD + i as RawFd) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            // Whatever the engine left open without O_CLOEXEC must not reach the helper.
-            libc::close_range((READY_FD as u32) + sources.len() as u32, u32::MAX, 0);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().with_context(|| format!("execute {}", exe.display()))?;
-    drop(ready_w);
-    let child = if detach {
-        // The intermediate child exits as soon as it has forked.
-        let _ = child.wait();
-        None
-    } else {
-        Some(child)
-    };
-    let words = ready_words(read_ready_line(ready_r, within)?)?;
-    Ok((Ready { words }, child))
-}
-
 /// A ready line's words if it says "ok ...", its complaint otherwise.
 fn ready_words(line: String) -> Result<Vec<String>> {
     let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
@@ -169,36 +98,47 @@ fn ready_words(line: String) -> Result<Vec<String>> {
 }
 
 /// Runs `body` as a helper in a forked child of this process, without an
-/// exec: an exec of this 13 MB binary costs about a millisecond of every
-/// sandbox's start and a private copy of its relocated data. The child finds
-/// the ready pipe at 3, as an exec'd helper does, keeps the `keep`
-/// descriptors after it (4, 5, ...) and nothing else. Returns the ready words
-/// and the child's pid; the caller reaps it. Refused in a process with more
-/// than one thread: a forked child of one may find a lock held forever.
-pub fn fork_helper(keep: usize, within: Duration, body: impl FnOnce() -> Result<()>) -> Result<(Ready, i32)> {
+/// exec: an exec of this 13 MB static binary costs about a millisecond of
+/// CPU (relocation, and glibc's cache probing through cpuid, which traps in
+/// a VM) on every sandbox's start. The child finds what an exec'd helper
+/// would: the ready pipe at 3, `fds` at 4, 5, ..., stdin, stdout and stderr
+/// on /dev/null, no other descriptor (no lock or socket of the runtime's
+/// stays open in it) and default signals. With `detach` it runs in a new
+/// session as a grandchild, nobody's waited-for child here, and outlives us;
+/// otherwise its pid is returned and the caller reaps it. Refused in a
+/// process with more than one thread: a forked child of one may find a lock
+/// held forever.
+pub fn fork_helper(
+    fds: &[&OwnedFd],
+    within: Duration,
+    detach: bool,
+    body: impl FnOnce() -> Result<()>,
+) -> Result<(Ready, Option<i32>)> {
     let threads = fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
     if threads != 1 {
         bail!("fork a helper from a process with {threads} threads (one expected)");
     }
+    if fds.len() > 16 {
+        bail!("hand {} descriptors to a helper (16 at most)", fds.len());
+    }
     let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("create a pipe")?;
+    let mut sources: Vec<RawFd> = vec![ready_w.as_raw_fd()];
+    sources.extend(fds.iter().map(|f| f.as_raw_fd()));
     // SAFETY: this process has a single thread (checked above), so the child
     // may run ordinary code; it leaves through _exit only.
     match unsafe { nix::unistd::fork() }.context("fork")? {
         nix::unistd::ForkResult::Child => {
-            reset_signals();
-            // SAFETY: descriptor juggling in the child, which owns its copies.
+            // SAFETY: in the child, which owns its copies of every descriptor.
             let code = unsafe {
-                if libc::dup2(ready_w.as_raw_fd(), READY_FD) < 0 {
-                    1
-                } else {
-                    libc::close_range((READY_FD as u32) + 1 + keep as u32, u32::MAX, 0);
-                    match body() {
+                match place_descriptors(&sources, detach) {
+                    Err(_) => 1,
+                    Ok(()) => match body() {
                         Ok(()) => 0,
                         Err(e) => {
                             report_ready(&format!("error {e:#}"));
                             1
                         }
-                    }
+                    },
                 }
             };
             // SAFETY: ends the child without running the parent's destructors twice.
@@ -206,10 +146,55 @@ pub fn fork_helper(keep: usize, within: Duration, body: impl FnOnce() -> Result<
         }
         nix::unistd::ForkResult::Parent { child } => {
             drop(ready_w);
+            let child = if detach {
+                // The intermediate child exits as soon as it has forked.
+                let _ = nix::sys::wait::waitpid(child, None);
+                None
+            } else {
+                Some(child.as_raw())
+            };
             let words = ready_words(read_ready_line(ready_r, within)?)?;
-            Ok((Ready { words }, child.as_raw()))
+            Ok((Ready { words }, child))
         }
     }
+}
+
+/// In a forked helper: detaches if asked, puts /dev/null on 0-2 and
+/// `sources` at 3, 4, ..., and closes every other descriptor.
+///
+/// # Safety
+/// To be called in a freshly forked child only.
+unsafe fn place_descriptors(sources: &[RawFd], detach: bool) -> std::io::Result<()> {
+    if detach {
+        detach_in_child()?;
+    } else {
+        reset_signals();
+    }
+    let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+    if null < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    for target in 0..3 {
+        if libc::dup2(null, target) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    // Moved out of the way first, so no source is overwritten before it is placed.
+    let mut high = [0 as RawFd; 17];
+    for (i, src) in sources.iter().enumerate() {
+        let fd = libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 100);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        high[i] = fd;
+    }
+    for (i, fd) in high.iter().take(sources.len()).enumerate() {
+        if libc::dup2(*fd, READY_FD + i as RawFd) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    libc::close_range((READY_FD as u32) + sources.len() as u32, u32::MAX, 0);
+    Ok(())
 }
 
 /// Runs in the forked child: a new session, default signals, then fork once

@@ -125,11 +125,11 @@ fn start_pasta(plan: &Plan, opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32>
 /// exec'd: it inherits the namespace descriptors at 4 and 5 and drops its
 /// privileges itself (proxy::run).
 fn start_proxy(opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32> {
-    let (_, pid) = process::fork_helper(ns.for_helper().len(), Duration::from_secs(10), || {
+    let (_, pid) = process::fork_helper(&ns.for_helper(), Duration::from_secs(10), false, || {
         super::proxy::run(opts)
     })
     .context("start the proxy")?;
-    Ok(pid)
+    pid.ok_or_else(|| anyhow!("start the proxy: no child"))
 }
 
 pub fn run(opts: &HelperOpts) -> Result<()> {

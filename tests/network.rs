@@ -933,7 +933,13 @@ fn missing_or_failing_pasta_nft_or_proxy_refuses_the_container() {
         host_tools: false,
     };
     let pub_bundle = net_bundle(&env, &world, "refuse-pub", Some(&public), "echo started\n");
-    let allow_bundle = net_bundle(&env, &world, "refuse-allow", Some(&allow), "echo started\n");
+    // The proxy is a fork of the runtime (nothing to find on disk); it fails
+    // when its API gateway has no CA certificate to check upstream with.
+    let gateway_bundle = net_bundle(&env, &world, "refuse-allow", Some(&allow), "echo started\n");
+    let config = gateway_bundle.join("config.json");
+    let mut v: Value = serde_json::from_str(&fs::read_to_string(&config).unwrap()).unwrap();
+    v["annotations"]["run.claude-shim.gateway"] = json!("https://api.test");
+    fs::write(&config, v.to_string()).unwrap();
     let fails_pasta = fake_tool(&env, "pasta-fails", "echo 'no tap for you' >&2; exit 3");
     let fails_nft = fake_tool(&env, "nft-fails", "echo 'Error: no netlink' >&2; exit 1");
     // Says yes to everything and installs nothing: the read-back must catch it.
@@ -971,10 +977,13 @@ fn missing_or_failing_pasta_nft_or_proxy_refuses_the_container() {
             "read the rules back",
         ),
         (
-            "no-proxy",
-            &allow_bundle,
-            vec![("CLAUDE_SHIM_EXE", "/nonexistent/claude-shim")],
-            "/nonexistent/claude-shim",
+            "proxy-fails",
+            &gateway_bundle,
+            vec![
+                ("SSL_CERT_FILE", "/nonexistent/ca.pem"),
+                ("SSL_CERT_DIR", "/nonexistent"),
+            ],
+            "CA certificates",
         ),
     ];
     for (name, bundle, vars, want) in cases {

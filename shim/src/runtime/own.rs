@@ -118,7 +118,11 @@ impl Container {
         let deadline = Instant::now() + within;
         loop {
             let members = self.members();
-            if members.is_empty() {
+            // An exited process waiting to be reaped (the init of a create
+            // that failed is this process's own child) counts as gone: its
+            // pidfd is readable, and /proc still lists it until its parent
+            // waits for it.
+            if members.iter().all(|fd| wait_exit(fd, Duration::ZERO)) {
                 return Ok(());
             }
             for fd in &members {

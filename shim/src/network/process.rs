@@ -170,6 +170,10 @@ unsafe fn place_descriptors(sources: &[RawFd], detach: bool) -> std::io::Result<
     } else {
         reset_signals();
     }
+    // As Rust's runtime sets it up in an exec'd helper: a ready line written
+    // after the runtime died (killed mid-create) must give EPIPE, not end
+    // the helper before it has stopped what it started (pasta).
+    libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
     if null < 0 {
         return Err(std::io::Error::last_os_error());

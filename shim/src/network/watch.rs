@@ -10,6 +10,7 @@ use std::ffi::OsString;
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -113,12 +114,39 @@ fn start_pasta(plan: &Plan, opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32>
             }
         );
     }
-    let text = fs::read_to_string(&pid_file).with_context(|| format!("read {}", pid_file.display()))?;
-    let pid: i32 = text
-        .trim()
-        .parse()
-        .map_err(|_| anyhow!("read {}: {:?} is not a pid", pid_file.display(), text.trim()))?;
-    Ok(pid)
+    let read = fs::read_to_string(&pid_file)
+        .with_context(|| format!("read {}", pid_file.display()))
+        .and_then(|text| {
+            text.trim()
+                .parse::<i32>()
+                .map_err(|_| anyhow!("read {}: {:?} is not a pid", pid_file.display(), text.trim()))
+        });
+    if read.is_err() {
+        // pasta runs (it exited 0 in the foreground) but cannot be named by
+        // its pid file: a `delete --force` after a killed create removed the
+        // state directory, pid file and all, while it started.
+        stop_unnamed_pasta(&pid_file);
+    }
+    read
+}
+
+/// Ends the pasta started with `pid_file` on its command line (a path in
+/// this container's state directory, which no other container shares).
+fn stop_unnamed_pasta(pid_file: &Path) {
+    let want = pid_file.as_os_str().as_encoded_bytes();
+    let Ok(entries) = fs::read_dir("/proc") else { return };
+    for pid in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    {
+        let Ok(fd) = process::pidfd_open(pid) else { continue };
+        // Checked after the pidfd is open, so a recycled pid is never hit.
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if comm.trim_end().starts_with("passt") && cmdline.split(|b| *b == 0).any(|arg| arg == want) {
+            process::terminate(&fd, Duration::from_secs(2));
+        }
+    }
 }
 
 /// The proxy, forked from this watch (which has no thread yet) rather than

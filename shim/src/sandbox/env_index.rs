@@ -17,6 +17,7 @@
 //!   and out of every sandbox's reach; an index file not owned by the caller,
 //!   or writable by others, is ignored and the tree is walked.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
@@ -81,6 +82,14 @@ struct Index {
     dirs: HashMap<PathBuf, Record>,
 }
 
+/// An index as stored: the records still valid borrowed from the one loaded
+/// (no copy of each directory's lists on every start), the ones read anew owned.
+#[derive(Serialize)]
+struct IndexOut<'a> {
+    key: &'a str,
+    dirs: HashMap<PathBuf, Cow<'a, Record>>,
+}
+
 /// Where the index of `root` is kept, under `dir`.
 fn index_path(dir: &Path, key: &str) -> PathBuf {
     use std::hash::Hasher;
@@ -101,13 +110,17 @@ fn load(path: &Path, key: &str) -> Index {
             tracing::debug!("ignore .env index {}: not the caller's own", path.display());
             return None;
         }
-        let index: Index = serde_json::from_reader(std::io::BufReader::new(f)).ok()?;
+        // Read whole, then parsed: serde_json parses a slice several times
+        // faster than a reader, and a big tree's index is a few hundred KiB.
+        let mut raw = Vec::with_capacity(m.len() as usize);
+        std::io::Read::read_to_end(&mut &f, &mut raw).ok()?;
+        let index: Index = serde_json::from_slice(&raw).ok()?;
         (index.key == key).then_some(index)
     };
     read().unwrap_or_default()
 }
 
-fn store(path: &Path, index: &Index) -> std::io::Result<()> {
+fn store(path: &Path, index: &IndexOut<'_>) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let mut f = fs::OpenOptions::new()
         .write(true)
@@ -167,8 +180,8 @@ fn find_settled(
     let key = format!("{search}\n{max_depth}\n{}", root.display());
     let path = index_dir.map(|d| index_path(d, &key));
     let old = path.as_deref().map(|p| load(p, &key)).unwrap_or_default();
-    let mut new = Index {
-        key,
+    let mut new = IndexOut {
+        key: &key,
         dirs: HashMap::new(),
     };
     let read_at = SystemTime::now();
@@ -184,10 +197,10 @@ fn find_settled(
         let stamp = Stamp::of(&m);
         let kept = old.dirs.get(&dir);
         let record = match kept {
-            Some(r) if r.stamp == stamp => r.clone(),
+            Some(r) if r.stamp == stamp => Cow::Borrowed(r),
             _ => {
                 let Some(r) = read(&dir, stamp, matches) else { continue };
-                r
+                Cow::Owned(r)
             }
         };
         for f in &record.files {

@@ -37,7 +37,11 @@ pub fn skipped(name: &OsStr) -> bool {
     matches!(name.as_bytes(), b".git" | b"node_modules" | b"target")
 }
 
+/// Stored as one array of six numbers, not an object with named fields: a
+/// big tree's index holds one per directory, and its size is the cost of
+/// every start (parsing 1,650 stamps as objects took longer than the stats).
 #[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+#[serde(from = "[i64; 6]", into = "[i64; 6]")]
 struct Stamp {
     dev: u64,
     ino: u64,
@@ -45,13 +49,31 @@ struct Stamp {
     mtime: (i64, i64),
 }
 
-impl Stamp {
-    fn of(m: &fs::Metadata) -> Self {
+impl From<[i64; 6]> for Stamp {
+    fn from(a: [i64; 6]) -> Self {
+        // dev and ino are u64s kept bit for bit in an i64.
         Self {
-            dev: m.dev(),
-            ino: m.ino(),
-            ctime: (m.ctime(), m.ctime_nsec()),
-            mtime: (m.mtime(), m.mtime_nsec()),
+            dev: a[0] as u64,
+            ino: a[1] as u64,
+            ctime: (a[2], a[3]),
+            mtime: (a[4], a[5]),
+        }
+    }
+}
+
+impl From<Stamp> for [i64; 6] {
+    fn from(s: Stamp) -> Self {
+        [s.dev as i64, s.ino as i64, s.ctime.0, s.ctime.1, s.mtime.0, s.mtime.1]
+    }
+}
+
+impl Stamp {
+    fn of_stat(st: &rustix::fs::Stat) -> Self {
+        Self {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ctime: (st.st_ctime, st.st_ctime_nsec as i64),
+            mtime: (st.st_mtime, st.st_mtime_nsec as i64),
         }
     }
 
@@ -68,10 +90,14 @@ impl Stamp {
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 struct Record {
+    // One-letter names in the file, for the same reason as Stamp's array.
+    #[serde(rename = "s")]
     stamp: Stamp,
     /// Names of files that matched.
+    #[serde(rename = "f", default, skip_serializing_if = "Vec::is_empty")]
     files: Vec<PathBuf>,
     /// Subdirectories (not symlinks), except the skipped ones.
+    #[serde(rename = "d", default, skip_serializing_if = "Vec::is_empty")]
     dirs: Vec<PathBuf>,
 }
 
@@ -177,7 +203,8 @@ fn find_settled(
     index_dir: Option<&Path>,
     settle: Duration,
 ) -> std::io::Result<Vec<PathBuf>> {
-    let key = format!("{search}\n{max_depth}\n{}", root.display());
+    // v4: stamps (from stat) as arrays, one-letter field names, directories relative to the root.
+    let key = format!("v4\n{search}\n{max_depth}\n{}", root.display());
     let path = index_dir.map(|d| index_path(d, &key));
     let old = path.as_deref().map(|p| load(p, &key)).unwrap_or_default();
     let mut new = IndexOut {
@@ -188,30 +215,49 @@ fn find_settled(
     // Whether the stored index differs from what this search would store.
     let mut changed = false;
     let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), 0usize)];
-    while let Some((dir, depth)) = stack.pop() {
-        let Ok(m) = fs::symlink_metadata(&dir) else { continue };
-        if !m.is_dir() {
+    // Each directory is stat'ed relative to the root, opened once: a path
+    // from / would be walked again, component by component, for every one
+    // of a big tree's directories.
+    let root_fd = rustix::fs::open(
+        root,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    // Directories relative to the root, which the key already names: the
+    // index is shorter to store and parse, and no path is taken apart again.
+    let mut stack = vec![(PathBuf::new(), 0usize)];
+    while let Some((rel, depth)) = stack.pop() {
+        let at = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel.as_path()
+        };
+        let Ok(st) = rustix::fs::statat(&root_fd, at, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
             continue;
         }
-        let stamp = Stamp::of(&m);
-        let kept = old.dirs.get(&dir);
+        let stamp = Stamp::of_stat(&st);
+        let kept = old.dirs.get(&rel);
         let record = match kept {
             Some(r) if r.stamp == stamp => Cow::Borrowed(r),
             _ => {
-                let Some(r) = read(&dir, stamp, matches) else { continue };
+                let Some(r) = read(&root.join(&rel), stamp, matches) else {
+                    continue;
+                };
                 Cow::Owned(r)
             }
         };
         for f in &record.files {
-            out.push(dir.join(f));
+            out.push(root.join(&rel).join(f));
             if out.len() >= max_entries {
                 return Ok(out);
             }
         }
         if depth + 1 < max_depth {
             for d in &record.dirs {
-                stack.push((dir.join(d), depth + 1));
+                stack.push((rel.join(d), depth + 1));
             }
         }
         // A directory changed just before it was read may change again
@@ -220,7 +266,7 @@ fn find_settled(
         // sandbox's placeholders come and go in it.)
         if record.stamp.settled(read_at, settle) {
             changed |= kept.is_none_or(|k| k.stamp != record.stamp);
-            new.dirs.insert(dir, record);
+            new.dirs.insert(rel, record);
         } else {
             changed |= kept.is_some();
         }

@@ -30,7 +30,10 @@ pub fn wait_for_exec(pid: i32, within: Duration) -> bool {
         if Instant::now() >= deadline {
             return false;
         }
-        std::thread::sleep(Duration::from_micros(500));
+        // Short: the exec follows `start` within a millisecond or so, and
+        // every microsecond slept past it is start-up time (a poll reads one
+        // small /proc file).
+        std::thread::sleep(Duration::from_micros(100));
     }
     true
 }

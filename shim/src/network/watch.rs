@@ -9,8 +9,8 @@
 use std::ffi::OsString;
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -73,7 +73,17 @@ fn start_pasta(plan: &Plan, opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32>
         .as_ref()
         .ok_or_else(|| anyhow!("public mode without a pasta path"))?;
     let pid_file = opts.state_dir.join("pasta.pid");
-    let _ = fs::remove_file(&pid_file);
+    // Made empty here and read back through this descriptor: pasta writes
+    // its pid into this inode, which stays readable if a `delete --force`
+    // (after a killed create) removes the state directory while pasta starts.
+    let mut pid_in = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&pid_file)
+        .with_context(|| format!("create {}", pid_file.display()))?;
     let net = std::os::fd::AsRawFd::as_raw_fd(&ns.net);
     let user = ns.user.as_ref().map(std::os::fd::AsRawFd::as_raw_fd).unwrap_or(-1);
     let mut cmd = Command::new(pasta);
@@ -114,39 +124,11 @@ fn start_pasta(plan: &Plan, opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32>
             }
         );
     }
-    let read = fs::read_to_string(&pid_file)
-        .with_context(|| format!("read {}", pid_file.display()))
-        .and_then(|text| {
-            text.trim()
-                .parse::<i32>()
-                .map_err(|_| anyhow!("read {}: {:?} is not a pid", pid_file.display(), text.trim()))
-        });
-    if read.is_err() {
-        // pasta runs (it exited 0 in the foreground) but cannot be named by
-        // its pid file: a `delete --force` after a killed create removed the
-        // state directory, pid file and all, while it started.
-        stop_unnamed_pasta(&pid_file);
-    }
-    read
-}
-
-/// Ends the pasta started with `pid_file` on its command line (a path in
-/// this container's state directory, which no other container shares).
-fn stop_unnamed_pasta(pid_file: &Path) {
-    let want = pid_file.as_os_str().as_encoded_bytes();
-    let Ok(entries) = fs::read_dir("/proc") else { return };
-    for pid in entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-    {
-        let Ok(fd) = process::pidfd_open(pid) else { continue };
-        // Checked after the pidfd is open, so a recycled pid is never hit.
-        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if comm.trim_end().starts_with("passt") && cmdline.split(|b| *b == 0).any(|arg| arg == want) {
-            process::terminate(&fd, Duration::from_secs(2));
-        }
-    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut pid_in, &mut text).with_context(|| format!("read {}", pid_file.display()))?;
+    text.trim()
+        .parse()
+        .map_err(|_| anyhow!("read {}: {:?} is not a pid", pid_file.display(), text.trim()))
 }
 
 /// The proxy, forked from this watch (which has no thread yet) rather than
@@ -250,12 +232,16 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
 /// background) is not, and only its pidfd tells that it ended.
 fn reap(child: Option<i32>) -> String {
     match child {
-        Some(pid) => match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None) {
-            Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => format!("exit status: {code}"),
-            Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => format!("signal: {} ({sig})", sig as i32),
-            Ok(other) => format!("{other:?}"),
-            Err(e) => format!("unknown ({e})"),
-        },
+        Some(pid) => {
+            let mut raw = 0;
+            // SAFETY: waits for our own child; `raw` is a plain int out-parameter.
+            if unsafe { libc::waitpid(pid, &mut raw, 0) } < 0 {
+                format!("unknown ({})", std::io::Error::last_os_error())
+            } else {
+                // std's wording, as when the proxy was a std::process::Child.
+                std::process::ExitStatus::from_raw(raw).to_string()
+            }
+        }
         None => "unknown (not a child)".into(),
     }
 }

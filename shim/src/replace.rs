@@ -9,20 +9,8 @@
 //! live shorter than the writeback delay, and readers still only ever see a
 //! whole file at `path`.
 
-use std::io;
-use std::path::Path;
-
-/// Puts `tmp` (already written) at `path`; what was at `path` is removed.
-pub fn replace(tmp: &Path, path: &Path) -> io::Result<()> {
-    use rustix::fs::{renameat_with, RenameFlags, CWD};
-    match renameat_with(CWD, tmp, CWD, path, RenameFlags::EXCHANGE) {
-        // `tmp` now names the old file.
-        Ok(()) => std::fs::remove_file(tmp),
-        // Nothing to exchange with yet, or a filesystem without the flag.
-        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::INVAL) => std::fs::rename(tmp, path),
-        Err(e) => Err(e.into()),
-    }
-}
+// One implementation, beside libcontainer's own state.json (vendor/README.md).
+pub use libcontainer::utils::replace_file as replace;
 
 #[cfg(test)]
 mod tests {

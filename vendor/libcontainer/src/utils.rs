@@ -694,3 +694,20 @@ mod tests {
         )
     }
 }
+
+/// claude-shim: puts `tmp` (already written) at `path`, atomically, and
+/// removes what was there. The names are exchanged (`RENAME_EXCHANGE`) and
+/// the old file unlinked rather than renamed over: on ext4 a rename over an
+/// existing file forces the new file's blocks to be allocated and, on a
+/// `discard` mount, discards the old file's synchronously. Falls back to a
+/// rename when there is nothing to exchange with, or the filesystem lacks
+/// the flag.
+pub fn replace_file(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{RenameFlags, renameat2};
+    match renameat2(None, tmp, None, path, RenameFlags::RENAME_EXCHANGE) {
+        // `tmp` now names the old file.
+        Ok(()) => fs::remove_file(tmp),
+        Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::EINVAL) => fs::rename(tmp, path),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -217,24 +217,8 @@ impl State {
                 source: err,
             }
         })?;
-        // claude-shim: the names are exchanged and the old file unlinked
-        // rather than renamed over: on ext4 a rename over an existing file
-        // forces block allocation and, on a `discard` mount, a synchronous
-        // discard of the old file's blocks (shim/src/replace.rs).
-        let exchanged = nix::fcntl::renameat2(
-            None,
-            &state_file_path,
-            None,
-            &final_path,
-            nix::fcntl::RenameFlags::RENAME_EXCHANGE,
-        );
-        let placed = match exchanged {
-            Ok(()) => fs::remove_file(&state_file_path),
-            Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::EINVAL) => {
-                fs::rename(&state_file_path, &final_path)
-            }
-            Err(e) => Err(std::io::Error::from(e)),
-        };
+        // claude-shim: exchanged, not renamed over (utils::replace_file).
+        let placed = crate::utils::replace_file(&state_file_path, &final_path);
         placed.map_err(|err| StateError::WriteStateFile {
             state_file_path: final_path.to_owned(),
             source: err,

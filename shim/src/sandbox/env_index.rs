@@ -101,18 +101,13 @@ struct Record {
     dirs: Vec<PathBuf>,
 }
 
+/// An index, as loaded (everything owned) or as about to be stored: the
+/// records still valid are borrowed from the one loaded, so a start copies
+/// no directory's lists; the ones read anew are owned.
 #[derive(Serialize, Deserialize, Default)]
-struct Index {
+struct Index<'a> {
     /// What the records were made for: root, depth and the search's name.
-    key: String,
-    dirs: HashMap<PathBuf, Record>,
-}
-
-/// An index as stored: the records still valid borrowed from the one loaded
-/// (no copy of each directory's lists on every start), the ones read anew owned.
-#[derive(Serialize)]
-struct IndexOut<'a> {
-    key: &'a str,
+    key: Cow<'a, str>,
     dirs: HashMap<PathBuf, Cow<'a, Record>>,
 }
 
@@ -124,8 +119,8 @@ fn index_path(dir: &Path, key: &str) -> PathBuf {
     dir.join(format!(".env-index-{:016x}.json", h.finish()))
 }
 
-fn load(path: &Path, key: &str) -> Index {
-    let read = || -> Option<Index> {
+fn load(path: &Path, key: &str) -> Index<'static> {
+    let read = || -> Option<Index<'static>> {
         let f = fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -140,13 +135,13 @@ fn load(path: &Path, key: &str) -> Index {
         // faster than a reader, and a big tree's index is a few hundred KiB.
         let mut raw = Vec::with_capacity(m.len() as usize);
         std::io::Read::read_to_end(&mut &f, &mut raw).ok()?;
-        let index: Index = serde_json::from_slice(&raw).ok()?;
+        let index: Index<'static> = serde_json::from_slice(&raw).ok()?;
         (index.key == key).then_some(index)
     };
     read().unwrap_or_default()
 }
 
-fn store(path: &Path, index: &IndexOut<'_>) -> std::io::Result<()> {
+fn store(path: &Path, index: &Index<'_>) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let mut f = fs::OpenOptions::new()
         .write(true)
@@ -207,8 +202,8 @@ fn find_settled(
     let key = format!("v4\n{search}\n{max_depth}\n{}", root.display());
     let path = index_dir.map(|d| index_path(d, &key));
     let old = path.as_deref().map(|p| load(p, &key)).unwrap_or_default();
-    let mut new = IndexOut {
-        key: &key,
+    let mut new = Index {
+        key: Cow::Borrowed(&key),
         dirs: HashMap::new(),
     };
     let read_at = SystemTime::now();
@@ -239,7 +234,7 @@ fn find_settled(
             continue;
         }
         let stamp = Stamp::of_stat(&st);
-        let kept = old.dirs.get(&rel);
+        let kept = old.dirs.get(&rel).map(|r| r.as_ref());
         let record = match kept {
             Some(r) if r.stamp == stamp => Cow::Borrowed(r),
             _ => {
@@ -326,7 +321,7 @@ mod tests {
         // a file created since must still be found, even when the
         // directory's mtime is set back.
         let index = fs::read_dir(state.path()).unwrap().next().unwrap().unwrap().path();
-        let held: Index = serde_json::from_slice(&fs::read(&index).unwrap()).unwrap();
+        let held: Index<'static> = serde_json::from_slice(&fs::read(&index).unwrap()).unwrap();
         assert_eq!(held.dirs.len(), 3, "{:?}", held.dirs.keys());
         assert_eq!(names(search(Some(state.path())), root), want);
         tick();

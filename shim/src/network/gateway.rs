@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 
-use super::proxy::Log;
+use super::log::Log;
 
 /// Where the gateway listens inside the sandbox.
 pub const PORT: u16 = 3180;

@@ -9,6 +9,7 @@
 //! stopped at delete (`stop_helpers`). Every failure refuses the container.
 
 pub mod gateway;
+pub mod log;
 pub mod netns;
 pub mod nft;
 pub mod policy;

@@ -6,20 +6,18 @@
 //! every address it resolves to against the blocked ranges, and logged as one
 //! JSON line in <state>/proxy.log.
 
-use std::fs;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use ipnet::IpNet;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use super::log::Log;
 use super::policy::{blocked_ranges, Host, Policy};
 use super::wire::*;
 use super::{netns, process, HelperOpts, Plan};
@@ -30,37 +28,6 @@ const MAX_CONNECTIONS: usize = 512;
 const MAX_HEAD: usize = 64 * 1024;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// One JSON line per event, appended to the log file.
-pub struct Log {
-    container: String,
-    file: Mutex<fs::File>,
-}
-
-impl Log {
-    pub fn open(path: &Path, container: &str) -> Result<Self> {
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)
-            .with_context(|| format!("open {}", path.display()))?;
-        Ok(Self {
-            container: container.to_owned(),
-            file: Mutex::new(file),
-        })
-    }
-
-    pub fn write(&self, mut fields: Value) {
-        fields["time"] = json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-        fields["container"] = json!(self.container);
-        let line = format!("{fields}\n");
-        if let Ok(mut f) = self.file.lock() {
-            // One write per line: lines from many threads never interleave.
-            let _ = f.write_all(line.as_bytes());
-        }
-    }
-}
 
 struct Shared {
     policy: Policy,

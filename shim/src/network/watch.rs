@@ -20,8 +20,8 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::SignalFd;
 use serde_json::json;
 
+use super::log::Log;
 use super::policy::Mode;
-use super::proxy::Log;
 use super::{netns, process, HelperOpts, Plan};
 
 /// pasta's flags: nothing of the host is exposed. No port forwarding either

@@ -17,10 +17,12 @@ use anyhow::{anyhow, Context, Result};
 use ipnet::IpNet;
 use serde_json::json;
 
+use super::args::HelperOpts;
 use super::log::Log;
+use super::plan::Plan;
 use super::policy::{blocked_ranges, Host, Policy};
 use super::wire::*;
-use super::{netns, process, HelperOpts, Plan};
+use super::{netns, process};
 
 pub const HTTP_PORT: u16 = 3128;
 pub const SOCKS_PORT: u16 = 1080;

@@ -20,9 +20,11 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::SignalFd;
 use serde_json::json;
 
+use super::args::HelperOpts;
 use super::log::Log;
+use super::plan::Plan;
 use super::policy::Mode;
-use super::{netns, process, HelperOpts, Plan};
+use super::{netns, process};
 
 /// pasta's flags: nothing of the host is exposed. No port forwarding either
 /// way (`-t/-u/-T/-U none`: the defaults forward every port bound on the

@@ -13,7 +13,7 @@ use ipnet::IpNet;
 use super::args::HelperOpts;
 use super::plan::Plan;
 use super::policy::Mode;
-use super::{netns, nft, process, watch};
+use super::{netns, nft, process, routing, watch};
 
 /// Records a helper the moment it exists: name, pid, start time.
 pub type Record<'a> = dyn FnMut(&str, i32, u64) -> Result<()> + 'a;
@@ -126,13 +126,13 @@ fn start_watch(
 fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) -> Result<()> {
     let init = init_pid.to_string();
     let pasta = process::pidfd_open(pasta_pid).context("watch pasta")?;
-    let host_routes = netns::routes("self");
-    let want_v6 = netns::has_default_route(&host_routes, true);
+    let host_routes = routing::routes("self");
+    let want_v6 = routing::has_default_route(&host_routes, true);
     let t = Instant::now();
     let deadline = t + Duration::from_secs(5);
     loop {
-        let r = netns::routes(&init);
-        if netns::has_default_route(&r, false) && (!want_v6 || netns::has_default_route(&r, true)) {
+        let r = routing::routes(&init);
+        if routing::has_default_route(&r, false) && (!want_v6 || routing::has_default_route(&r, true)) {
             break;
         }
         if process::wait_exit(&pasta, Duration::from_millis(0)) {
@@ -144,13 +144,14 @@ fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) 
         std::thread::sleep(Duration::from_millis(2));
     }
     tracing::debug!("pasta's routes in place after {} ms", t.elapsed().as_millis());
-    let ns_routes = netns::routes(&init);
-    let mut local: Vec<IpNet> = netns::local_networks(&ns_routes);
-    local.extend(netns::local_networks(&host_routes));
-    local.extend(netns::host_addresses().into_iter().map(IpNet::from));
+    let ns_routes = routing::routes(&init);
+    let mut local: Vec<IpNet> = routing::local_networks(&ns_routes);
+    local.extend(routing::local_networks(&host_routes));
+    local.extend(routing::host_addresses().into_iter().map(IpNet::from));
     let resolv = fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    let (resolvers, loopback): (Vec<IpAddr>, Vec<IpAddr>) =
-        netns::nameservers(&resolv).into_iter().partition(|a| !a.is_loopback());
+    let (resolvers, loopback): (Vec<IpAddr>, Vec<IpAddr>) = routing::nameservers(&resolv)
+        .into_iter()
+        .partition(|a| !a.is_loopback());
     if !loopback.is_empty() {
         tracing::warn!("resolvers on the host's loopback ({loopback:?}) are not reachable from a public-mode sandbox");
     }

@@ -20,6 +20,7 @@ pub mod policy;
 mod prepare;
 pub mod process;
 pub mod proxy;
+pub mod routing;
 pub mod watch;
 pub mod wire;
 

@@ -22,7 +22,7 @@ use super::log::Log;
 use super::plan::Plan;
 use super::policy::{blocked_ranges, Host, Policy};
 use super::wire::*;
-use super::{netns, process};
+use super::{netns, process, routing};
 
 pub const HTTP_PORT: u16 = 3128;
 pub const SOCKS_PORT: u16 = 1080;
@@ -44,9 +44,9 @@ struct Shared {
 /// from the host, so its LAN, gateway and addresses are what "local" means.
 fn host_blocked() -> Vec<IpNet> {
     let mut blocked = blocked_ranges();
-    let extra = netns::local_networks(&netns::routes("self"))
+    let extra = routing::local_networks(&routing::routes("self"))
         .into_iter()
-        .chain(netns::host_addresses().into_iter().map(IpNet::from));
+        .chain(routing::host_addresses().into_iter().map(IpNet::from));
     for n in extra {
         let n = n.trunc();
         if !blocked.contains(&n) {

@@ -126,11 +126,11 @@ impl HostFacts {
                 use std::os::unix::fs::MetadataExt;
                 m.dev()
             }),
-            addresses: crate::network::netns::host_addresses()
+            addresses: crate::network::routing::host_addresses()
                 .into_iter()
                 .filter(|a| !a.is_loopback() && !is_link_local(a))
                 .collect(),
-            gateways: crate::network::netns::routes("self")
+            gateways: crate::network::routing::routes("self")
                 .iter()
                 .filter_map(|r| r.gateway)
                 .filter(|a| !is_link_local(a))

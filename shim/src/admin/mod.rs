@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -29,6 +29,8 @@ use libcontainer::oci_spec::runtime::{
 
 use crate::runtime::guards;
 use crate::state::Meta;
+use annotation::{annotation, builtin_profile, PROFILE_ANNOTATION};
+use host::{Host, RealHost};
 use network::resolve_network;
 use refuse::{check_mounts, check_namespaces, tighten_devices};
 
@@ -44,10 +46,6 @@ pub const DEFAULT_PATH: &str = match option_env!("CLAUDE_SHIM_ADMIN_POLICY_PATH"
 /// choose it. Engines pass it through (containerd's environment, podman's
 /// conmon_env_vars).
 pub const PATH_ENV: &str = "CLAUDE_SHIM_ADMIN_POLICY";
-
-/// An annotation that stacks a built-in policy on the admin policy: it can
-/// only add restrictions.
-pub const PROFILE_ANNOTATION: &str = "run.claude-shim.profile";
 
 /// The loaded admin policy.
 pub struct Admin {
@@ -151,88 +149,6 @@ pub fn tighten_exec(meta: &Meta, init: &Spec, process: &mut Process) {
     intersect_capabilities(process, &allowed);
     if init_process.and_then(|p| p.no_new_privileges()) == Some(true) {
         process.set_no_new_privileges(Some(true));
-    }
-}
-
-fn annotation(spec: &Spec, key: &str) -> Option<String> {
-    spec.annotations().as_ref().and_then(|a| a.get(key)).cloned()
-}
-
-fn builtin_profile(name: &str) -> Result<Policy> {
-    match name {
-        "agent" => Ok(Policy::embedded_default()),
-        "offline" => Ok(Policy::embedded_offline()),
-        other => bail!("annotation {PROFILE_ANNOTATION}={other:?} names no built-in profile (agent, offline)"),
-    }
-}
-
-/// What `tighten` needs to know about the machine.
-pub trait Host {
-    /// Whether the namespace file `path` is this process's own namespace of
-    /// kind `ns` (`net`, `pid`...), i.e. the host's.
-    fn is_ours(&self, ns: &str, path: &Path) -> Result<bool>;
-    /// `path` with every symlink resolved; None when it does not exist.
-    fn resolve(&self, path: &Path) -> Option<PathBuf>;
-    /// What `path` is (symlinks followed).
-    fn kind(&self, path: &Path) -> Option<FileKind>;
-    /// The home directory of the user claude-shim runs as (what `~` means).
-    fn home(&self) -> PathBuf;
-    /// A policy's own seccomp profile file.
-    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    Dir,
-    File,
-    Socket,
-    /// A character device: major, minor.
-    CharDevice(u64, u64),
-    BlockDevice,
-    Other,
-}
-
-struct RealHost;
-
-impl Host for RealHost {
-    fn is_ours(&self, ns: &str, path: &Path) -> Result<bool> {
-        let theirs = fs::metadata(path).with_context(|| format!("stat namespace {}", path.display()))?;
-        let ours = fs::metadata(format!("/proc/self/ns/{ns}")).with_context(|| format!("stat /proc/self/ns/{ns}"))?;
-        Ok(theirs.dev() == ours.dev() && theirs.ino() == ours.ino())
-    }
-
-    fn resolve(&self, path: &Path) -> Option<PathBuf> {
-        fs::canonicalize(path).ok()
-    }
-
-    fn kind(&self, path: &Path) -> Option<FileKind> {
-        let m = fs::metadata(path).ok()?;
-        let t = m.file_type();
-        Some(if t.is_dir() {
-            FileKind::Dir
-        } else if t.is_file() {
-            FileKind::File
-        } else if t.is_socket() {
-            FileKind::Socket
-        } else if t.is_char_device() {
-            FileKind::CharDevice(nix::sys::stat::major(m.rdev()), nix::sys::stat::minor(m.rdev()))
-        } else if t.is_block_device() {
-            FileKind::BlockDevice
-        } else {
-            FileKind::Other
-        })
-    }
-
-    fn home(&self) -> PathBuf {
-        nix::unistd::User::from_uid(nix::unistd::geteuid())
-            .ok()
-            .flatten()
-            .map(|u| u.dir)
-            .unwrap_or_else(|| PathBuf::from("/root"))
-    }
-
-    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        crate::bounded::read(path, crate::bounded::PROFILE_LIMIT)
     }
 }
 
@@ -450,6 +366,8 @@ fn stacked_profiles(layers: &[Policy], host: &dyn Host) -> Result<Vec<LinuxSecco
     Ok(out)
 }
 
+mod annotation;
+mod host;
 mod network;
 mod refuse;
 

@@ -8,7 +8,7 @@ use claude_shim_bundle::policy::values::{CidrRule, HostPattern, NetworkMode};
 use claude_shim_bundle::Policy;
 use libcontainer::oci_spec::runtime::Spec;
 
-use super::annotation;
+use super::annotation::annotation;
 
 /// The network lists of one mode, as `run.claude-shim.network.policy` holds them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -11,7 +11,7 @@ use libcontainer::oci_spec::runtime::{
     LinuxDeviceCgroup, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxNamespaceType, Spec,
 };
 
-use super::{FileKind, Host};
+use super::host::{FileKind, Host};
 
 /// Where container engines keep their sockets and state. A bind of one of
 /// them, or of a directory holding one (`/run`, `/var/lib`), hands the

@@ -8,6 +8,7 @@ use libcontainer::oci_spec::runtime::{
     Capability, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxNamespaceBuilder, MountBuilder, Spec,
 };
 
+use super::host::FileKind;
 use super::network::{covers, NetLists};
 use super::*;
 

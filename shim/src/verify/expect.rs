@@ -12,7 +12,7 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 pub use super::errnos::{errno_name, Errnos, SyscallExpect};
-use super::VerifyError;
+use super::error::VerifyError;
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

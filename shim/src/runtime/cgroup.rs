@@ -1,6 +1,7 @@
 //! The container's cgroup, between the guards (which adapt the spec) and
 //! libcontainer (which joins it): where config.json's `cgroupsPath` may lead,
-//! which directories `create` made for the container, and removing only those.
+//! which directories `create` made for the container, and removing only those;
+//! and the libcgroups manager the verbs open on it.
 //!
 //! libcgroups joins `cgroupsPath` to each hierarchy's mount point without
 //! cleaning it: `"//"` is the root cgroup (and libcgroups' remove then kills
@@ -13,7 +14,8 @@ use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use libcgroups::common::CgroupConfig;
 
 /// The cgroup every container must be below (a cgroup path such as
 /// `/kubepods` or `/machine`); `/` (the default) allows any cgroup but a
@@ -281,6 +283,15 @@ pub fn remove(dirs: &[PathBuf]) -> Result<()> {
         1 => bail!("remove cgroup {}", left[0]),
         n => bail!("remove cgroup {} (and {} more hierarchies)", left[0], n - 1),
     }
+}
+
+pub fn cgroup_manager(path: &Path, id: &str, systemd: bool) -> Result<libcgroups::common::AnyCgroupManager> {
+    libcgroups::common::create_cgroup_manager(CgroupConfig {
+        cgroup_path: path.to_path_buf(),
+        systemd_cgroup: systemd,
+        container_name: id.to_owned(),
+    })
+    .map_err(|e| anyhow!("open cgroup {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod fuzz;
 pub mod gc;
 pub mod guards;
 pub mod host_mounts;
+mod kernel;
 pub mod loopback;
 pub mod own;
 pub mod pid_file;
@@ -35,7 +36,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use libcgroups::common::{CgroupConfig, CgroupManager, ControllerOpt};
+use libcgroups::common::{CgroupManager, ControllerOpt};
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::{Container, ContainerStatus};
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxResources, Spec};
@@ -43,7 +44,9 @@ use libcontainer::syscall::syscall::SyscallType;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::Signal as NixSignal;
 
+use self::cgroup::cgroup_manager;
 use self::executor::ShimExecutor;
+use self::kernel::{caps_effective, has_namespace, has_new_namespace, in_user_ns, is_root};
 pub use crate::state::Meta;
 
 /// Our directory under the root; never a valid container id.
@@ -99,16 +102,6 @@ pub fn validate_id(id: &str) -> Result<()> {
         bail!("use container id {id:?}: it holds {c:?}; ids are made of [A-Za-z0-9_+.-]");
     }
     Ok(())
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-/// Whether this process runs in a user namespace other than the initial
-/// one (libcontainer then treats it as rootless, even as uid 0).
-fn in_user_ns() -> bool {
-    libcontainer::utils::is_in_new_userns().unwrap_or(true)
 }
 
 /// How `linux.resources.devices` is enforced for one create (runtime/devices.rs).
@@ -1182,30 +1175,6 @@ fn run_poststop(id: &str, mut c: Container) {
     }
 }
 
-/// Whether the spec names a namespace of this type (new or joined).
-pub fn has_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
-    spec.linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().as_ref())
-        .is_some_and(|ns| ns.iter().any(|n| n.typ() == typ))
-}
-
-pub fn has_new_namespace(spec: &Spec, typ: LinuxNamespaceType) -> bool {
-    spec.linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().as_ref())
-        .is_some_and(|ns| ns.iter().any(|n| n.typ() == typ && n.path().is_none()))
-}
-
-pub fn cgroup_manager(path: &Path, id: &str, systemd: bool) -> Result<libcgroups::common::AnyCgroupManager> {
-    libcgroups::common::create_cgroup_manager(CgroupConfig {
-        cgroup_path: path.to_path_buf(),
-        systemd_cgroup: systemd,
-        container_name: id.to_owned(),
-    })
-    .map_err(|e| anyhow!("open cgroup {}: {e}", path.display()))
-}
-
 /// Unprivileged on cgroup v1, libcontainer can only create cgroups under a
 /// subtree root has delegated. Refuse up front, naming it, rather than fail
 /// somewhere in the middle of create.
@@ -1267,13 +1236,6 @@ fn require_kernel_seccomp() -> Result<()> {
 fn has_cap_sys_resource() -> bool {
     const CAP_SYS_RESOURCE: u64 = 24;
     caps_effective().is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
-}
-
-/// The effective capability set of this process.
-pub fn caps_effective() -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
-    u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
 }
 
 pub fn status_name(s: ContainerStatus) -> &'static str {

@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::{validate_id, IdLock, Runtime, OURS};
+use super::base::{validate_id, IdLock, Runtime, OURS};
 use crate::network::process::{open_verified, start_time};
 
 /// What one pass collected, and what it could not.

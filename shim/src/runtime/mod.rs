@@ -8,6 +8,7 @@
 //!                              reads, meta.json (the engine's bundle, helper
 //!                              pids), and a lock held while `create` runs.
 
+mod base;
 pub mod cgroup;
 pub mod cgroup_v1_unprivileged;
 pub mod cgroup_v2;
@@ -44,25 +45,16 @@ use libcontainer::syscall::syscall::SyscallType;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::Signal as NixSignal;
 
+pub use self::base::Runtime;
+use self::base::{libcontainer_error, status_name, validate_id, IdLock, OURS};
 use self::cgroup::cgroup_manager;
 use self::executor::ShimExecutor;
 use self::kernel::{caps_effective, has_namespace, has_new_namespace, in_user_ns, is_root};
 pub use crate::state::Meta;
 
-/// Our directory under the root; never a valid container id.
-const OURS: &str = ".claude-shim";
-
 /// What may adapt a spec at create, after the guards and before libcontainer
 /// sees it (the admin policy; `sandbox` compiles its own).
 pub type Adapt<'a> = &'a dyn Fn(&mut Spec, &mut Meta) -> Result<()>;
-
-pub struct Runtime {
-    pub root: PathBuf,
-    /// The link to the init this process created, until it hands it over.
-    creator: std::cell::RefCell<Option<(String, creator::Link)>>,
-    /// `--systemd-cgroup`: containers in transient systemd scopes (cgroup v2).
-    pub systemd_cgroup: bool,
-}
 
 /// A request to create a container. The container lives and dies with the
 /// process that created it (`run` without --detach, `sandbox`) unless
@@ -86,22 +78,6 @@ pub struct CheckedBundle {
     pub spec: Spec,
     /// The container's directory in each cgroup hierarchy (none for systemd).
     pub cgroup_dirs: Vec<PathBuf>,
-}
-
-/// A held per-id lock; released when dropped (or when the process dies).
-pub struct IdLock(#[expect(dead_code, reason = "held for its lock")] Flock<fs::File>);
-
-pub fn validate_id(id: &str) -> Result<()> {
-    if id.is_empty() {
-        bail!("use an empty container id: ids are 1 or more of [A-Za-z0-9_+.-]");
-    }
-    if id == "." || id == ".." || id == OURS {
-        bail!("use container id {id:?}: it is reserved");
-    }
-    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "_+-.".contains(*c))) {
-        bail!("use container id {id:?}: it holds {c:?}; ids are made of [A-Za-z0-9_+.-]");
-    }
-    Ok(())
 }
 
 /// How `linux.resources.devices` is enforced for one create (runtime/devices.rs).
@@ -169,23 +145,6 @@ impl DeviceControl {
 }
 
 impl Runtime {
-    /// The state root: `--root`, or runc's defaults under our name.
-    pub fn new(root: Option<&Path>, systemd_cgroup: bool) -> Result<Self> {
-        let root = match root {
-            Some(r) => r.to_path_buf(),
-            None if is_root() => PathBuf::from("/run/claude-shim"),
-            None => match std::env::var_os("XDG_RUNTIME_DIR") {
-                Some(dir) if Path::new(&dir).is_dir() => Path::new(&dir).join("claude-shim"),
-                _ => std::env::temp_dir().join(format!("claude-shim-{}", nix::unistd::geteuid())),
-            },
-        };
-        Ok(Self {
-            root,
-            creator: Default::default(),
-            systemd_cgroup,
-        })
-    }
-
     fn ensure_root(&self) -> Result<PathBuf> {
         let ours = self.root.join(OURS);
         fs::DirBuilder::new()
@@ -196,50 +155,6 @@ impl Runtime {
         let root =
             fs::canonicalize(&self.root).with_context(|| format!("resolve state directory {}", self.root.display()))?;
         Ok(root)
-    }
-
-    pub fn container_dir(&self, id: &str) -> PathBuf {
-        self.root.join(id)
-    }
-
-    pub fn meta_dir(&self, id: &str) -> PathBuf {
-        self.root.join(OURS).join(id)
-    }
-
-    pub fn exists(&self, id: &str) -> bool {
-        self.container_dir(id).exists() || self.meta_dir(id).exists()
-    }
-
-    pub fn read_meta(&self, id: &str) -> Option<Meta> {
-        let raw = fs::read(self.meta_dir(id).join("meta.json")).ok()?;
-        serde_json::from_slice(&raw).ok()
-    }
-
-    pub fn write_meta(&self, id: &str, meta: &Meta) -> Result<()> {
-        let path = self.meta_dir(id).join("meta.json");
-        let tmp = path.with_extension("json.tmp");
-        fs::write(&tmp, serde_json::to_vec(meta)?).with_context(|| format!("write {}", tmp.display()))?;
-        crate::replace::replace(&tmp, &path).with_context(|| format!("write {}", path.display()))
-    }
-
-    /// The effective spec libcontainer runs, as written at create.
-    pub fn effective_spec(&self, id: &str) -> Result<Spec> {
-        let path = self.meta_dir(id).join("config.json");
-        Spec::load(&path).with_context(|| format!("read {}", path.display()))
-    }
-
-    fn try_lock(&self, id: &str) -> Result<Option<IdLock>> {
-        let path = self.meta_dir(id).join("lock");
-        let file = match fs::OpenOptions::new().read(true).write(true).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
-        };
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => Ok(Some(IdLock(lock))),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => bail!("container {id} is being created by another process"),
-            Err((_, e)) => Err(e).with_context(|| format!("lock {}", path.display())),
-        }
     }
 
     /// Claims `id` atomically: a fresh directory holding a locked file is
@@ -280,14 +195,6 @@ impl Runtime {
                 }
                 None => self.remove_leftovers(id)?,
             }
-        }
-    }
-
-    /// A container whose create finished: state.json with a pid.
-    fn is_complete(&self, id: &str) -> bool {
-        match Container::load(self.container_dir(id)) {
-            Ok(c) => c.pid().is_some() && c.status() != ContainerStatus::Creating,
-            Err(_) => false,
         }
     }
 
@@ -342,56 +249,6 @@ impl Runtime {
             Ok(())
         } else {
             Err(anyhow!(errors.join("; ")))
-        }
-    }
-
-    /// What tells the container's own processes from others.
-    fn own(&self, id: &str, c: Option<&Container>) -> own::Container {
-        let meta = self.read_meta(id).unwrap_or_default();
-        let spec = self.effective_spec(id).ok();
-        own::Container {
-            id: id.to_owned(),
-            init: c.and_then(|c| c.pid()).map(|p| p.as_raw()),
-            init_start: meta.init_start,
-            cgroup_path: spec
-                .as_ref()
-                .and_then(|s| s.linux().as_ref().and_then(|l| l.cgroups_path().clone())),
-            own_pid_ns: spec
-                .as_ref()
-                .is_some_and(|s| has_new_namespace(s, LinuxNamespaceType::Pid)),
-            own_cgroup: meta.cgroup_own.then_some(meta.cgroup_dirs),
-        }
-    }
-
-    /// Freezes or thaws the container's cgroup (pause left it frozen).
-    fn set_freezer(&self, id: &str, c: &Container, state: libcgroups::common::FreezerState) {
-        let Ok(config) = c.spec() else { return };
-        if let Ok(m) = cgroup_manager(&config.cgroup_path, id, c.systemd()) {
-            if let Err(e) = m.freeze(state) {
-                tracing::debug!("set the freezer of container {id}: {e}");
-            }
-        }
-    }
-
-    /// Loads a container, or says it does not exist.
-    pub fn load(&self, id: &str) -> Result<Container> {
-        validate_id(id)?;
-        let dir = self.container_dir(id);
-        if !dir.join("state.json").exists() {
-            bail!("find container {id}: it does not exist");
-        }
-        // libcontainer rewrites state.json in place; a reader can catch it half-written.
-        let mut tries = 0;
-        loop {
-            match Container::load(dir.clone()) {
-                Ok(c) => return Ok(c),
-                Err(e) if tries < 5 && dir.join("state.json").exists() => {
-                    tries += 1;
-                    tracing::debug!("retrying state of {id}: {e}");
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                Err(e) => bail!("load container {id}: {e}"),
-            }
         }
     }
 
@@ -1238,16 +1095,6 @@ fn has_cap_sys_resource() -> bool {
     caps_effective().is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
-pub fn status_name(s: ContainerStatus) -> &'static str {
-    match s {
-        ContainerStatus::Creating => "creating",
-        ContainerStatus::Created => "created",
-        ContainerStatus::Running => "running",
-        ContainerStatus::Stopped => "stopped",
-        ContainerStatus::Paused => "paused",
-    }
-}
-
 /// runc's signal forms: a name with or without SIG, or a number.
 pub fn parse_signal(s: &str) -> Result<NixSignal> {
     let upper = s.to_ascii_uppercase();
@@ -1273,36 +1120,9 @@ fn terminates(sig: NixSignal) -> bool {
     )
 }
 
-/// libcontainer's errors nest their cause; show the whole chain on one line.
-/// The init's own error arrives wrapped twice ("exec process failed with
-/// error error in executing process : <chain>"); the chain is what matters.
-pub fn libcontainer_error(e: &dyn std::error::Error) -> String {
-    const WRAP: &str = "exec process failed with error error in executing process : ";
-    let mut parts: Vec<String> = Vec::new();
-    let mut next: Option<&dyn std::error::Error> = Some(e);
-    while let Some(err) = next {
-        let text = err.to_string().replace(WRAP, "");
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = err.source();
-    }
-    parts.join(": ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_follow_runc_rules() {
-        for ok in ["abc", "a.b-c_d+e", "0"] {
-            validate_id(ok).unwrap();
-        }
-        for bad in ["", "../x", "a/b", ".", "..", ".claude-shim", "a b"] {
-            assert!(validate_id(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn signals_parse_like_runc() {

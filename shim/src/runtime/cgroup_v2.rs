@@ -2,8 +2,8 @@
 //! machines boot with). Root puts containers under one parent; an
 //! unprivileged caller uses the subtree systemd delegated to it, the cgroup
 //! it runs in (`systemd-run --user --scope -p Delegate=yes`), found from
-//! /proc/self/cgroup, so no root step is needed. Read by runtime/mod.rs at
-//! create, before libcontainer sees the spec.
+//! /proc/self/cgroup, so no root step is needed. Read by
+//! runtime/check_bundle.rs at create, before libcontainer sees the spec.
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;

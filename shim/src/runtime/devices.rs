@@ -1,7 +1,7 @@
 //! Device access (`linux.resources.devices`) on cgroup v2, where the kernel
 //! has no devices.allow file: a BPF_PROG_TYPE_CGROUP_DEVICE program attached
 //! to the container's cgroup decides every open and mknod of a device node.
-//! Called by runtime/mod.rs around libcontainer's create and update.
+//! Called by runtime/create.rs around libcontainer's create and update.
 //!
 //! Who enforces what:
 //! - root, cgroupfs: libcgroups' v2 manager (feature `cgroupsv2_devices`)

@@ -21,7 +21,8 @@ use oci_spec::runtime::Spec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
-use super::{cgroup, Meta, Runtime};
+use super::{cgroup, Runtime};
+use crate::state::Meta;
 
 #[path = "../../../tests/fuzz/config_gen.rs"]
 mod config_gen;

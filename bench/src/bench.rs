@@ -24,7 +24,8 @@ use crate::machine;
 use crate::net::{NetNs, Pasta, Peer};
 use crate::probe;
 use crate::proc::{self, Finished, Hooks, Runner, Running, Scratch, Watchdog};
-use crate::report::{self, Better, MetricDef, Results, Row, RowStatus};
+use crate::report;
+use crate::results::{self, Better, MetricDef, Results, Row, RowStatus};
 use crate::runtimes::{self, Availability, Kind, Launch, Runtime, ToolInfo};
 use crate::seccomp;
 use crate::stats;
@@ -1890,7 +1891,7 @@ pub fn run(s: Settings) -> Result<i32> {
     }
     let finished = chrono::Utc::now();
     let results = Results {
-        schema: report::SCHEMA,
+        schema: results::SCHEMA,
         started: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         finished: finished.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         duration_s: t_start.elapsed().as_secs_f64(),

@@ -25,7 +25,8 @@ use claude_shim_mock_api::MockApi;
 
 use crate::bench::{Ctx, Sample, SampleFn};
 use crate::proc::{self, Hooks};
-use crate::report::{figure, target, Row, TargetResult};
+use crate::report::{figure, target};
+use crate::results::{Row, TargetResult};
 use crate::runtimes::{self, Kind, Runtime};
 
 pub const METRIC: &str = "claude_bash_call";

@@ -12,6 +12,7 @@ mod parse;
 mod probe;
 mod proc;
 mod report;
+mod results;
 mod runtimes;
 mod seccomp;
 mod stats;

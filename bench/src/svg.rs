@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{fmt_num, Better, MetricDef, Row, RowStatus};
+use crate::results::{fmt_num, Better, MetricDef, Row, RowStatus};
 use crate::runtimes::Kind;
 
 const W: f64 = 960.0;

@@ -29,6 +29,7 @@ use crate::results::{self, Better, MetricDef, Results, Row, RowStatus};
 use crate::runtimes::{self, Availability, Kind, Launch, Runtime, ToolInfo};
 use crate::seccomp;
 use crate::stats;
+use crate::targets;
 use crate::workloads::{self, Size};
 
 pub struct Settings {
@@ -79,7 +80,7 @@ const SYSCALLS: &[&str] = &[
     "syscall_write_devnull",
 ];
 const AT_ONCE: usize = 20;
-use crate::report::BIG_TREE;
+use crate::targets::BIG_TREE;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -1879,7 +1880,7 @@ pub fn run(s: Settings) -> Result<i32> {
         .map(|m| m.id)
         .filter(|m| m.starts_with("syscall_"))
         .collect();
-    let mut targets = report::targets(&rows, &wl, &sys);
+    let mut targets = targets::targets(&rows, &wl, &sys);
     targets.extend(claude::targets(&rows));
 
     let mut notes = Vec::new();

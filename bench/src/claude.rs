@@ -25,9 +25,9 @@ use claude_shim_mock_api::MockApi;
 
 use crate::bench::{Ctx, Sample, SampleFn};
 use crate::proc::{self, Hooks};
-use crate::report::{figure, target};
 use crate::results::{Row, TargetResult};
 use crate::runtimes::{self, Kind, Runtime};
+use crate::targets::{figure, target};
 
 pub const METRIC: &str = "claude_bash_call";
 

@@ -17,6 +17,7 @@ mod runtimes;
 mod seccomp;
 mod stats;
 mod svg;
+mod targets;
 mod workloads;
 
 use std::path::PathBuf;

@@ -121,3 +121,45 @@ pub fn fmt_num(v: f64) -> String {
         format!("{v:.2}")
     }
 }
+
+/// Rows as the tests of what reads them need them.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+    use crate::stats::summarize;
+
+    pub(crate) fn row(metric: &str, kind: Kind, variant: &str, samples: &[f64]) -> Row {
+        Row {
+            metric: metric.into(),
+            label: format!("{kind:?} {variant}"),
+            runtime: format!("{kind:?}"),
+            kind,
+            variant: variant.into(),
+            status: if samples.is_empty() {
+                RowStatus::Fails
+            } else {
+                RowStatus::Ok
+            },
+            reason: samples.is_empty().then(|| "it broke".into()),
+            samples: samples.to_vec(),
+            failures: vec![],
+            summary: summarize(samples),
+            ratio_host: None,
+            ratio_runc: None,
+            note: None,
+            command: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_printed_with_three_figures() {
+        assert_eq!(fmt_num(1234.6), "1235");
+        assert_eq!(fmt_num(12.345), "12.3");
+        assert_eq!(fmt_num(0.1234), "0.12");
+    }
+}

@@ -7,6 +7,7 @@ mod bench;
 mod bundle;
 mod claude;
 mod machine;
+mod metrics;
 mod net;
 mod parse;
 mod probe;
@@ -15,6 +16,7 @@ mod report;
 mod results;
 mod runtimes;
 mod seccomp;
+mod settings;
 mod stats;
 mod svg;
 mod targets;
@@ -106,13 +108,13 @@ fn main() {
         Some(Hidden::Probe(p)) => probe::run(p),
         None => (|| {
             check_names("runtime", &cli.runtimes, bench::RUNTIMES)?;
-            check_names("metric group", &cli.metrics, bench::GROUPS)?;
+            check_names("metric group", &cli.metrics, metrics::GROUPS)?;
             let seed = cli.seed.unwrap_or_else(|| {
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(1, |d| d.as_nanos() as u64)
             });
-            bench::run(bench::Settings {
+            bench::run(settings::Settings {
                 rounds: cli.rounds.unwrap_or(if cli.quick { 3 } else { 10 }).max(1),
                 warmup: cli.warmup as usize,
                 quick: cli.quick,

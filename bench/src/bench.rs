@@ -6,27 +6,28 @@
 //! reason, so that every runtime appears in every table.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::bundle::{self, Layout, Net, Variant};
+use crate::case::{clone_state, err_text, ms, Ctx, Sample, SampleFn, State};
 use crate::claude;
+use crate::exec::{exec, hooks_for, run_ok, with_pasta};
 use crate::machine;
 use crate::metrics::{group_of, metric_defs};
-use crate::net::{NetNs, Pasta, Peer};
+use crate::net::{NetNs, Peer};
+use crate::plan::{gate, net_annotations, Job, Planner, Support};
 use crate::probe;
-use crate::proc::{self, Finished, Hooks, Runner, Running, Scratch, Watchdog};
+use crate::proc::{self, Hooks, Runner, Running, Scratch, Watchdog};
 use crate::report;
-use crate::results::{self, MetricDef, Results, Row, RowStatus};
+use crate::results::{self, Results, Row, RowStatus};
 use crate::runtimes::{self, Availability, Kind, Launch, Runtime, ToolInfo};
 use crate::seccomp;
 use crate::settings::Settings;
@@ -60,295 +61,7 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
-
-/// What the shared state of a run holds while cases sample.
-pub struct Ctx {
-    pub runner: Runner,
-    pub rts: Vec<Runtime>,
-    pub timeout: Duration,
-    pub bwrap_flags: Vec<String>,
-    pub bench_bin: PathBuf,
-    pub work: PathBuf,
-    pub tree: PathBuf,
-    /// The 150k-file tree of the start-up row (or why there is none).
-    pub big_tree: Result<PathBuf, String>,
-    pub pasta: Option<PathBuf>,
-    pub peer: Result<Peer, String>,
-    pub peer_port: u16,
-    /// A sink on the host's loopback, for the host -> container floor.
-    pub host_sink: Option<(Running, String)>,
-    pub bytes: u64,
-    pub budget_ms: u64,
-    ids: Cell<u64>,
-}
-
-impl Ctx {
-    fn id(&self) -> String {
-        let n = self.ids.get();
-        self.ids.set(n + 1);
-        format!("cbench-{}-{n}", std::process::id())
-    }
-}
-
-pub struct Sample {
-    pub(crate) values: Vec<(&'static str, f64)>,
-    pub(crate) note: Option<String>,
-}
-
-impl Sample {
-    fn one(metric: &'static str, v: f64) -> Self {
-        Self {
-            values: vec![(metric, v)],
-            note: None,
-        }
-    }
-}
-
-enum State {
-    Ready,
-    Skipped(String),
-    Missing(String),
-    Fails(String),
-    NotApplicable(String),
-    Pending(String),
-}
-
-pub(crate) type SampleFn = Box<dyn FnMut(&Ctx) -> Result<Sample>>;
-
-struct Case {
-    label: String,
-    rt: usize,
-    variant: String,
-    metrics: Vec<&'static str>,
-    state: State,
-    run: Option<SampleFn>,
-    command: Option<String>,
-    samples: HashMap<&'static str, Vec<f64>>,
-    failures: Vec<String>,
-    note: Option<String>,
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn err_text(e: &anyhow::Error) -> String {
-    let mut s = format!("{e:#}");
-    s.retain(|c| c != '\n');
-    s.chars().take(500).collect()
-}
-
-// ---------------------------------------------------------------- running
-
-fn run_ok(ctx: &Ctx, rt: &Runtime, cmd: Command, hooks: &Hooks, id: &str) -> Result<Finished> {
-    let f = ctx.runner.run(cmd, hooks, ctx.timeout)?;
-    if !f.status.success() {
-        rt.cleanup(id, hooks.netns.as_ref());
-        bail!("{}: {}", rt.name, f.why());
-    }
-    Ok(f)
-}
-
-fn hooks_for(rt: &Runtime, launch: &Launch, netns: Option<&NetNs>) -> Result<Hooks> {
-    let mut h = rt.hooks();
-    if let Some(ns) = netns {
-        h.netns = Some(ns.fd.clone());
-    }
-    if let Launch::Argv { bpf: Some(p), .. } = launch {
-        let f = fs::File::open(p).with_context(|| format!("open {}", p.display()))?;
-        h.fd3 = Some(Arc::new(OwnedFd::from(f)));
-    }
-    Ok(h)
-}
-
-fn exec(ctx: &Ctx, rt: &Runtime, launch: &Launch, id: &str, netns: Option<&NetNs>) -> Result<Finished> {
-    let hooks = hooks_for(rt, launch, netns)?;
-    run_ok(ctx, rt, rt.run_command(launch, id, &ctx.bwrap_flags), &hooks, id)
-}
-
-/// Runs `f` in a fresh namespace with pasta attached; returns f's result and pasta's pid.
-fn with_pasta<T>(
-    ctx: &Ctx,
-    ns_path: &Path,
-    tcp_in: Option<u16>,
-    f: impl FnOnce(&NetNs) -> Result<T>,
-) -> Result<(T, i32)> {
-    let pasta_bin = ctx.pasta.as_deref().context("find pasta (apt-get install passt)")?;
-    let ns = NetNs::create(ns_path)?;
-    let pid_file = ns_path.with_extension("pasta.pid");
-    let pasta = match Pasta::attach(&ctx.runner, pasta_bin, &ns.path, &pid_file, tcp_in) {
-        Ok(p) => p,
-        Err(e) => {
-            ns.destroy();
-            return Err(e);
-        }
-    };
-    let r = f(&ns);
-    pasta.stop();
-    ns.destroy();
-    r.map(|v| (v, pasta.pid))
-}
-
-// ---------------------------------------------------------------- planning
-
-/// Facts the planner needs beyond the runtimes.
-struct Support {
-    shim_net: Result<(), String>,
-    default_seccomp: Result<Value, String>,
-    agent_seccomp: Result<Value, String>,
-    bwrap_bpf: Result<PathBuf, String>,
-}
-
-struct Planner<'a> {
-    ctx: &'a Ctx,
-    layout: &'a Layout,
-    support: &'a Support,
-    cases: Vec<Case>,
-    n: usize,
-}
-
-/// What one case runs, before it is turned into a launch.
-struct Job<'a> {
-    argv: Vec<String>,
-    cwd: PathBuf,
-    seccomp: Option<&'a Value>,
-    net: Net,
-    annotations: BTreeMap<String, String>,
-    runsc_network: &'static str,
-    oci_seccomp: bool,
-    bpf: Option<PathBuf>,
-}
-
-impl<'a> Job<'a> {
-    fn new(argv: Vec<String>, cwd: &Path) -> Self {
-        Self {
-            argv,
-            cwd: cwd.to_path_buf(),
-            seccomp: None,
-            net: Net::Own,
-            annotations: BTreeMap::new(),
-            runsc_network: "none",
-            oci_seccomp: false,
-            bpf: None,
-        }
-    }
-}
-
-fn gate(rt: &Runtime) -> State {
-    match &rt.availability {
-        Availability::Present => State::Ready,
-        Availability::Missing(r) => State::Missing(r.clone()),
-        Availability::Fails(r) => State::Fails(r.clone()),
-        Availability::NotSelected => State::Skipped("not selected (--runtimes)".into()),
-    }
-}
-
 impl<'a> Planner<'a> {
-    fn launch(&mut self, rt: &Runtime, job: Job) -> Result<Launch> {
-        match rt.kind {
-            Kind::Host | Kind::Sandbox | Kind::Srt => Ok(Launch::Argv {
-                argv: job.argv,
-                cwd: job.cwd,
-                bpf: None,
-            }),
-            Kind::Bwrap => Ok(Launch::Argv {
-                argv: job.argv,
-                cwd: job.cwd,
-                bpf: job.bpf,
-            }),
-            _ => {
-                self.n += 1;
-                let dir = self.ctx.work.join("bundles").join(format!("b{:03}", self.n));
-                let mut v = Variant::new(job.argv);
-                v.cwd = job.cwd.display().to_string();
-                v.seccomp = job.seccomp;
-                v.net = job.net;
-                v.annotations = job.annotations;
-                bundle::write(&dir, self.layout, &v)?;
-                Ok(Launch::Bundle {
-                    dir,
-                    runsc_network: job.runsc_network,
-                    oci_seccomp: job.oci_seccomp,
-                })
-            }
-        }
-    }
-
-    fn push(
-        &mut self,
-        label: String,
-        rt: usize,
-        variant: &str,
-        metrics: Vec<&'static str>,
-        state: State,
-        run: Option<SampleFn>,
-    ) {
-        self.cases.push(Case {
-            label,
-            rt,
-            variant: variant.to_owned(),
-            metrics,
-            state,
-            run,
-            command: None,
-            samples: HashMap::new(),
-            failures: Vec::new(),
-            note: None,
-        });
-    }
-
-    /// A case that runs when its runtime (and `extra`) allow it.
-    fn case(
-        &mut self,
-        rt_i: usize,
-        variant: &str,
-        metrics: Vec<&'static str>,
-        extra: State,
-        make: impl FnOnce(&mut Self, &Runtime) -> Result<(Launch, SampleFn)>,
-    ) {
-        let rt = self.ctx.rts[rt_i].clone();
-        let label = label_of(&rt.name, variant);
-        let state = match (gate(&rt), extra) {
-            (State::Ready, State::Ready) => State::Ready,
-            (State::Ready, other) => other,
-            (other, _) => other,
-        };
-        if !matches!(state, State::Ready) {
-            return self.push(label, rt_i, variant, metrics, state, None);
-        }
-        match make(self, &rt) {
-            Ok((launch, run)) => {
-                let cmd = proc::command_line(&rt.run_command(&launch, "ID", &self.ctx.bwrap_flags));
-                self.push(label, rt_i, variant, metrics, State::Ready, Some(run));
-                if let Some(c) = self.cases.last_mut() {
-                    c.command = Some(cmd);
-                }
-            }
-            Err(e) => self.push(label, rt_i, variant, metrics, State::Fails(err_text(&e)), None),
-        }
-    }
-
-    fn na(&mut self, rt_i: usize, variant: &str, metrics: Vec<&'static str>, why: &str) {
-        let rt = &self.ctx.rts[rt_i];
-        let label = label_of(&rt.name, variant);
-        let state = match gate(rt) {
-            State::Ready => State::NotApplicable(why.to_owned()),
-            other => other,
-        };
-        self.push(label, rt_i, variant, metrics, state, None);
-    }
-
-    /// Every runtime but srt, which is compared on start-up only.
-    fn all(&self) -> Vec<usize> {
-        (0..self.ctx.rts.len())
-            .filter(|&i| self.ctx.rts[i].kind != Kind::Srt)
-            .collect()
-    }
-
-    fn with_srt(&self) -> Vec<usize> {
-        (0..self.ctx.rts.len()).collect()
-    }
-
     /// The Claude Code row: one case per mode, on the runtime row of its
     /// kind. Claude Code's own sandbox sits on srt's row but needs only
     /// claude, bwrap, socat and ripgrep, not the srt package.
@@ -382,47 +95,6 @@ impl<'a> Planner<'a> {
                 claude::METRIC,
                 "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
             );
-        }
-    }
-
-    /// A not-applicable row for a runtime that has no case of `metric`, so
-    /// every runtime appears in every table.
-    fn na_unless_measured(&mut self, rt_i: usize, metric: &'static str, why: &str) {
-        if !self.cases.iter().any(|c| c.rt == rt_i && c.metrics.contains(&metric)) {
-            self.na(rt_i, "", vec![metric], why);
-        }
-    }
-
-    /// srt's rows in the tables it is not measured in, so every runtime
-    /// appears in every table.
-    fn srt_elsewhere(&mut self, metrics: &[MetricDef]) {
-        for i in 0..self.ctx.rts.len() {
-            if self.ctx.rts[i].kind != Kind::Srt {
-                continue;
-            }
-            for m in metrics {
-                self.na_unless_measured(i, m.id, "srt is compared on start-up only");
-            }
-        }
-    }
-
-    fn probe_argv(&self, args: &[&str]) -> Vec<String> {
-        let mut v = vec![self.ctx.bench_bin.display().to_string(), "__probe".to_owned()];
-        v.extend(args.iter().map(|s| s.to_string()));
-        v
-    }
-
-    fn shim_net_state(&self) -> State {
-        match &self.support.shim_net {
-            Ok(()) => State::Ready,
-            Err(e) => State::Missing(e.clone()),
-        }
-    }
-
-    fn pasta_state(&self) -> State {
-        match &self.ctx.pasta {
-            Some(_) => State::Ready,
-            None => State::Missing("pasta is not installed (apt-get install passt)".into()),
         }
     }
 
@@ -938,26 +610,6 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// "runc (no seccomp)", and "runsc (ptrace, no seccomp)" for a name that has its own parenthesis.
-fn label_of(name: &str, variant: &str) -> String {
-    match (variant.is_empty(), name.strip_suffix(')')) {
-        (true, _) => name.to_owned(),
-        (false, Some(open)) => format!("{open}, {variant})"),
-        (false, None) => format!("{name} ({variant})"),
-    }
-}
-
-fn clone_state(s: &State) -> State {
-    match s {
-        State::Ready => State::Ready,
-        State::Skipped(r) => State::Skipped(r.clone()),
-        State::Missing(r) => State::Missing(r.clone()),
-        State::Fails(r) => State::Fails(r.clone()),
-        State::NotApplicable(r) => State::NotApplicable(r.clone()),
-        State::Pending(r) => State::Pending(r.clone()),
-    }
-}
-
 fn host_launch(_rt: &Runtime) -> Launch {
     Launch::Argv {
         argv: vec!["(in the harness)".into()],
@@ -977,15 +629,6 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_or(0, |a| a.port())
-}
-
-fn net_annotations(mode: &str, policy: Value) -> BTreeMap<String, String> {
-    let mut a = BTreeMap::new();
-    a.insert("run.claude-shim.network".to_owned(), mode.to_owned());
-    if mode != "none" {
-        a.insert("run.claude-shim.network.policy".to_owned(), policy.to_string());
-    }
-    a
 }
 
 fn cold_fn(rt: Runtime, launch: Launch, metric: &'static str) -> SampleFn {

@@ -23,7 +23,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use claude_shim_mock_api::MockApi;
 
-use crate::bench::{Ctx, Sample, SampleFn};
+use crate::case::{Ctx, Sample, SampleFn};
 use crate::proc::{self, Hooks};
 use crate::results::{Row, TargetResult};
 use crate::runtimes::{self, Kind, Runtime};

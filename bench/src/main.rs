@@ -5,11 +5,14 @@
 
 mod bench;
 mod bundle;
+mod case;
 mod claude;
+mod exec;
 mod machine;
 mod metrics;
 mod net;
 mod parse;
+mod plan;
 mod probe;
 mod proc;
 mod report;

@@ -54,7 +54,6 @@ const SYSCALLS: &[&str] = &[
     "syscall_write_devnull",
 ];
 const AT_ONCE: usize = 20;
-use crate::targets::BIG_TREE;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -96,109 +95,6 @@ impl<'a> Planner<'a> {
                 "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
             );
         }
-    }
-
-    // ---- metric 1
-    fn cold_start(&mut self) {
-        let m = || vec!["cold_start", "cold_start_cpu"];
-        for i in self.with_srt() {
-            let tree = self.ctx.tree.clone();
-            self.case(i, "", m(), State::Ready, |p, rt| {
-                let cwd = if matches!(rt.kind, Kind::Sandbox | Kind::Srt) {
-                    tree
-                } else {
-                    PathBuf::from("/")
-                };
-                let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], &cwd))?;
-                Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start")))
-            });
-            if self.ctx.rts[i].kind == Kind::Sandbox {
-                let big = match &self.ctx.big_tree {
-                    Ok(p) => (State::Ready, p.clone()),
-                    Err(e) => (State::Fails(e.clone()), PathBuf::new()),
-                };
-                self.case(i, BIG_TREE, m(), big.0, |p, rt| {
-                    let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], &big.1))?;
-                    Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start")))
-                });
-            }
-        }
-    }
-
-    // ---- metric 2
-    fn cold_start_net(&mut self) {
-        let m = || vec!["cold_start_net", "cold_start_net_cpu"];
-        for i in self.all() {
-            let kind = self.ctx.rts[i].kind;
-            match kind {
-                Kind::Host => self.case(i, "", m(), State::Ready, |p, rt| {
-                    let launch = p.launch(rt, Job::new(vec!["/bin/true".into()], Path::new("/")))?;
-                    Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start_net")))
-                }),
-                Kind::Runc | Kind::Crun => self.pasta_case(i, "pasta", m(), false, |_| vec!["/bin/true".into()], None),
-                Kind::Runsc => {
-                    self.pasta_case(i, "netstack + pasta", m(), false, |_| vec!["/bin/true".into()], None);
-                    self.pasta_case(i, "hostinet + pasta", m(), true, |_| vec!["/bin/true".into()], None);
-                }
-                Kind::ClaudeShim => {
-                    for mode in ["none", "allowlist", "public"] {
-                        let st = self.shim_net_state();
-                        self.case(i, &format!("network {mode}"), m(), st, |p, rt| {
-                            let mut job = Job::new(vec!["/bin/true".into()], Path::new("/"));
-                            job.annotations = net_annotations(mode, json!({"allow": [], "deny": []}));
-                            let launch = p.launch(rt, job)?;
-                            Ok((launch.clone(), cold_fn(rt.clone(), launch, "cold_start_net")))
-                        });
-                    }
-                }
-                Kind::Bwrap => self.na(i, "", m(), "bwrap --unshare-all leaves only loopback; Claude Code's proxy bridge (socat) is not part of the seed's flags"),
-                // Not in all(): srt_elsewhere gives it its n/a rows.
-                Kind::Srt => {}
-                Kind::Sandbox => self.na(i, "", m(), "the shipped policy's own network mode is what the cold start row measures"),
-            }
-        }
-    }
-
-    /// A plain-runtime case in a pasta-attached namespace, timed as a whole
-    /// (namespace, pasta, run, teardown), for cold start; `argv` from the port.
-    fn pasta_case(
-        &mut self,
-        i: usize,
-        variant: &str,
-        metrics: Vec<&'static str>,
-        hostinet: bool,
-        argv: impl FnOnce(u16) -> Vec<String>,
-        tcp_in: Option<u16>,
-    ) {
-        let st = self.pasta_state();
-        let ns_path = self.ctx.work.join("netns").join(format!("n{}", self.cases.len()));
-        let metric = metrics[0];
-        self.case(i, variant, metrics, st, |p, rt| {
-            let mut job = Job::new(argv(tcp_in.unwrap_or(0)), Path::new("/"));
-            if rt.kind == Kind::Runsc {
-                job.runsc_network = if hostinet { "host" } else { "sandbox" };
-            }
-            job.net = if hostinet {
-                Net::Inherit
-            } else {
-                Net::Path(ns_path.clone())
-            };
-            let launch = p.launch(rt, job)?;
-            let rt = rt.clone();
-            let l = launch.clone();
-            let f: SampleFn = Box::new(move |ctx: &Ctx| {
-                let id = ctx.id();
-                let t0 = Instant::now();
-                let (r, pid) = with_pasta(ctx, &ns_path, None, |ns| {
-                    exec(ctx, &rt, &l, &id, hostinet.then_some(ns))
-                })?;
-                let el = t0.elapsed();
-                crate::net::reap_pasta(pid);
-                let _ = r;
-                Ok(Sample::one(metric, ms(el)))
-            });
-            Ok((launch, f))
-        });
     }
 
     // ---- metric 3
@@ -631,17 +527,6 @@ fn free_port() -> u16 {
         .map_or(0, |a| a.port())
 }
 
-fn cold_fn(rt: Runtime, launch: Launch, metric: &'static str) -> SampleFn {
-    Box::new(move |ctx: &Ctx| {
-        let id = ctx.id();
-        let f = exec(ctx, &rt, &launch, &id, None)?;
-        Ok(Sample {
-            values: vec![(metric, ms(f.elapsed)), (cpu_metric(metric), ms(f.cpu))],
-            note: None,
-        })
-    })
-}
-
 fn syscalls_fn(rt: Runtime, launch: Launch) -> SampleFn {
     Box::new(move |ctx: &Ctx| {
         let id = ctx.id();
@@ -658,15 +543,6 @@ fn syscalls_fn(rt: Runtime, launch: Launch) -> SampleFn {
         }
         Ok(Sample { values, note: None })
     })
-}
-
-/// The CPU-time companion of a start-up metric.
-fn cpu_metric(metric: &str) -> &'static str {
-    match metric {
-        "cold_start_net" => "cold_start_net_cpu",
-        "start20" => "start20_cpu",
-        _ => "cold_start_cpu",
-    }
 }
 
 fn start_many(ctx: &Ctx, rt: &Runtime, launch: &Launch) -> Result<Sample> {

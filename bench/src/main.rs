@@ -7,6 +7,8 @@ mod bench;
 mod bundle;
 mod case;
 mod claude;
+mod cold_start;
+mod cold_start_net;
 mod exec;
 mod machine;
 mod metrics;

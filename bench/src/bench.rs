@@ -46,13 +46,6 @@ pub const RUNTIMES: &[&str] = &[
     "claude-shim",
     "sandbox",
 ];
-
-const SYSCALLS: &[&str] = &[
-    "syscall_getppid",
-    "syscall_stat",
-    "syscall_open_close",
-    "syscall_write_devnull",
-];
 const AT_ONCE: usize = 20;
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -94,109 +87,6 @@ impl<'a> Planner<'a> {
                 claude::METRIC,
                 "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
             );
-        }
-    }
-
-    // ---- metric 3
-    fn syscalls(&mut self) {
-        let budget = self.ctx.budget_ms.to_string();
-        let argv = self.probe_argv(&["syscalls", "--budget-ms", &budget]);
-        let default_state = |s: &Support| match &s.default_seccomp {
-            Ok(_) => State::Ready,
-            Err(e) => State::Missing(e.clone()),
-        };
-        let ds = self.support.default_seccomp.as_ref().ok().cloned();
-        let agent = self.support.agent_seccomp.as_ref().ok().cloned();
-        for i in self.all() {
-            let kind = self.ctx.rts[i].kind;
-            let m = SYSCALLS.to_vec();
-            let plain = |p: &mut Self, variant: &str, seccomp: Option<Value>, oci: bool, st: State| {
-                let argv = argv.clone();
-                let tree = p.ctx.tree.clone();
-                p.case(i, variant, m.clone(), st, |p, rt| {
-                    // The sandbox refuses / as its writable working directory.
-                    let cwd = if rt.kind == Kind::Sandbox {
-                        tree
-                    } else {
-                        PathBuf::from("/")
-                    };
-                    let mut job = Job::new(argv, &cwd);
-                    let holder = seccomp;
-                    job.seccomp = holder.as_ref();
-                    job.oci_seccomp = oci;
-                    let launch = p.launch(rt, job)?;
-                    Ok((launch.clone(), syscalls_fn(rt.clone(), launch)))
-                });
-            };
-            match kind {
-                Kind::Host => plain(self, "", None, false, State::Ready),
-                // Not in all(): srt_elsewhere gives it its n/a rows.
-                Kind::Srt => {}
-                Kind::Sandbox => plain(self, "shipped policy", None, false, State::Ready),
-                Kind::Bwrap => {
-                    plain(self, "no seccomp", None, false, State::Ready);
-                    let bpf = self.support.bwrap_bpf.clone();
-                    let st = match &bpf {
-                        Ok(_) => State::Ready,
-                        Err(e) => State::Fails(e.clone()),
-                    };
-                    let argv = argv.clone();
-                    self.case(i, "Claude Code filter", m.clone(), st, |p, rt| {
-                        let mut job = Job::new(argv, Path::new("/"));
-                        job.bpf = bpf.ok();
-                        let launch = p.launch(rt, job)?;
-                        Ok((launch.clone(), syscalls_fn(rt.clone(), launch)))
-                    });
-                }
-                Kind::Runc | Kind::Crun | Kind::Runsc | Kind::ClaudeShim => {
-                    plain(self, "no seccomp", None, false, State::Ready);
-                    let st = default_state(self.support);
-                    plain(self, "default seccomp", ds.clone(), kind == Kind::Runsc, st);
-                    if kind == Kind::ClaudeShim {
-                        let st = match &self.support.agent_seccomp {
-                            Ok(_) => State::Ready,
-                            Err(e) => State::Pending(e.clone()),
-                        };
-                        plain(self, "agent seccomp", agent.clone(), false, st);
-                    }
-                }
-            }
-        }
-    }
-
-    // ---- metric 4
-    fn workloads(&mut self) {
-        let tree = self.ctx.tree.clone();
-        let tmp = tree.join("tmp");
-        for w in workloads::workloads(&tree) {
-            let mut args = vec![
-                "time".to_owned(),
-                "--cwd".into(),
-                tree.display().to_string(),
-                "--tmp".into(),
-                tmp.display().to_string(),
-                "--".into(),
-            ];
-            args.extend(w.argv.iter().cloned());
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            let argv = self.probe_argv(&refs);
-            for i in self.all() {
-                let argv = argv.clone();
-                let tree = tree.clone();
-                let metric = w.metric;
-                self.case(i, "", vec![metric], State::Ready, |p, rt| {
-                    let launch = p.launch(rt, Job::new(argv, &tree))?;
-                    let rt = rt.clone();
-                    let l = launch.clone();
-                    let f: SampleFn = Box::new(move |ctx: &Ctx| {
-                        let id = ctx.id();
-                        let out = exec(ctx, &rt, &l, &id, None)?;
-                        let ns = crate::parse::probe_elapsed(&out.stdout).map_err(anyhow::Error::msg)?;
-                        Ok(Sample::one(metric, ns / 1e6))
-                    });
-                    Ok((launch, f))
-                });
-            }
         }
     }
 
@@ -525,24 +415,6 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_or(0, |a| a.port())
-}
-
-fn syscalls_fn(rt: Runtime, launch: Launch) -> SampleFn {
-    Box::new(move |ctx: &Ctx| {
-        let id = ctx.id();
-        let out = exec(ctx, &rt, &launch, &id, None)?;
-        let lines = crate::parse::probe_syscalls(&out.stdout).map_err(anyhow::Error::msg)?;
-        let mut values = Vec::new();
-        for m in SYSCALLS {
-            let name = &m["syscall_".len()..];
-            let v = lines
-                .iter()
-                .find(|(n, _)| n == name)
-                .with_context(|| format!("find {name} in the probe's output"))?;
-            values.push((*m, v.1));
-        }
-        Ok(Sample { values, note: None })
-    })
 }
 
 fn start_many(ctx: &Ctx, rt: &Runtime, launch: &Launch) -> Result<Sample> {

@@ -24,7 +24,9 @@ mod seccomp;
 mod settings;
 mod stats;
 mod svg;
+mod syscall;
 mod targets;
+mod workload;
 mod workloads;
 
 use std::path::PathBuf;

@@ -26,6 +26,7 @@ mod stats;
 mod svg;
 mod syscall;
 mod targets;
+mod throughput;
 mod workload;
 mod workloads;
 

@@ -204,3 +204,9 @@ impl Peer {
         let _ = ip(&["link", "del", &self.veth]);
     }
 }
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(0, |a| a.port())
+}

@@ -21,7 +21,7 @@ use crate::claude;
 use crate::machine;
 use crate::metrics::{group_of, metric_defs};
 use crate::net::{free_port, Peer};
-use crate::plan::{gate, Planner, Support};
+use crate::plan::{Planner, Support};
 use crate::proc::{self, Hooks, Runner, Scratch, Watchdog};
 use crate::report;
 use crate::results::{self, Results, Row, RowStatus};
@@ -48,43 +48,6 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
-}
-impl<'a> Planner<'a> {
-    /// The Claude Code row: one case per mode, on the runtime row of its
-    /// kind. Claude Code's own sandbox sits on srt's row but needs only
-    /// claude, bwrap, socat and ripgrep, not the srt package.
-    fn claude(&mut self) {
-        for mode in claude::Mode::ALL {
-            let Some(i) = self.ctx.rts.iter().position(|r| r.kind == mode.kind()) else {
-                continue;
-            };
-            let rt = self.ctx.rts[i].clone();
-            let state = match (gate(&rt), claude::missing(mode)) {
-                (State::Skipped(r), _) => State::Skipped(r),
-                (_, Some(why)) => State::Missing(why),
-                (_, None) if mode == claude::Mode::OwnSandbox => State::Ready,
-                (other, None) => other,
-            };
-            let (state, run, command) = match state {
-                State::Ready => match claude::case(mode, rt, &self.ctx.work) {
-                    Ok((f, line)) => (State::Ready, Some(f), Some(line)),
-                    Err(e) => (State::Fails(err_text(&e)), None, None),
-                },
-                other => (other, None, None),
-            };
-            self.push(mode.label().into(), i, mode.variant(), vec![claude::METRIC], state, run);
-            if let Some(c) = self.cases.last_mut() {
-                c.command = command;
-            }
-        }
-        for i in 0..self.ctx.rts.len() {
-            self.na_unless_measured(
-                i,
-                claude::METRIC,
-                "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
-            );
-        }
-    }
 }
 
 // ---------------------------------------------------------------- detection

@@ -15,6 +15,9 @@
 //! be the harness's own, in every other variant a different one, so a
 //! variant that silently ran outside its sandbox fails instead of looking
 //! fast.
+//!
+//! The group's plan (`Planner::claude`, over `plan`) is here too, beside the
+//! session it samples.
 
 use std::fs;
 use std::path::Path;
@@ -23,7 +26,8 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 use claude_shim_mock_api::MockApi;
 
-use crate::case::{Ctx, Sample, SampleFn};
+use crate::case::{err_text, Ctx, Sample, SampleFn, State};
+use crate::plan::{gate, Planner};
 use crate::proc::{self, Hooks};
 use crate::results::{Row, TargetResult};
 use crate::runtimes::{self, Kind, Runtime};
@@ -191,6 +195,44 @@ pub fn case(mode: Mode, rt: Runtime, work: &Path) -> Result<(SampleFn, String)> 
         })
     });
     Ok((run, line))
+}
+
+impl<'a> Planner<'a> {
+    /// The Claude Code row: one case per mode, on the runtime row of its
+    /// kind. Claude Code's own sandbox sits on srt's row but needs only
+    /// claude, bwrap, socat and ripgrep, not the srt package.
+    pub(crate) fn claude(&mut self) {
+        for mode in Mode::ALL {
+            let Some(i) = self.ctx.rts.iter().position(|r| r.kind == mode.kind()) else {
+                continue;
+            };
+            let rt = self.ctx.rts[i].clone();
+            let state = match (gate(&rt), missing(mode)) {
+                (State::Skipped(r), _) => State::Skipped(r),
+                (_, Some(why)) => State::Missing(why),
+                (_, None) if mode == Mode::OwnSandbox => State::Ready,
+                (other, None) => other,
+            };
+            let (state, run, command) = match state {
+                State::Ready => match case(mode, rt, &self.ctx.work) {
+                    Ok((f, line)) => (State::Ready, Some(f), Some(line)),
+                    Err(e) => (State::Fails(err_text(&e)), None, None),
+                },
+                other => (other, None, None),
+            };
+            self.push(mode.label().into(), i, mode.variant(), vec![METRIC], state, run);
+            if let Some(c) = self.cases.last_mut() {
+                c.command = command;
+            }
+        }
+        for i in 0..self.ctx.rts.len() {
+            self.na_unless_measured(
+                i,
+                METRIC,
+                "Claude Code is compared unsandboxed, in its own sandbox and under `claude-shim claude`",
+            );
+        }
+    }
 }
 
 /// The target for each claude-shim mode: its overhead per call over

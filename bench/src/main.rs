@@ -9,6 +9,7 @@ mod case;
 mod claude;
 mod cold_start;
 mod cold_start_net;
+mod detect;
 mod exec;
 mod machine;
 mod memory;
@@ -117,7 +118,7 @@ fn main() {
     let result = match &cli.command {
         Some(Hidden::Probe(p)) => probe::run(p),
         None => (|| {
-            check_names("runtime", &cli.runtimes, bench::RUNTIMES)?;
+            check_names("runtime", &cli.runtimes, detect::RUNTIMES)?;
             check_names("metric group", &cli.metrics, metrics::GROUPS)?;
             let seed = cli.seed.unwrap_or_else(|| {
                 std::time::SystemTime::now()

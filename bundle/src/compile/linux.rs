@@ -7,7 +7,9 @@ use oci_spec::runtime::{
     LinuxPidsBuilder, LinuxResources, LinuxResourcesBuilder, LinuxSeccomp,
 };
 
-use super::{CompileError, Ctx, Invocation};
+use super::ctx::Ctx;
+use super::input::Invocation;
+use super::output::CompileError;
 use crate::policy::values::{ProfileRef, UserNamespace};
 use crate::policy::Policy;
 use crate::seccomp;

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::ctx::Ctx;
 use super::process::Env;
-use super::Ctx;
 use crate::annotations;
 use crate::policy::values::NetworkMode;
 

@@ -9,7 +9,8 @@ use oci_spec::runtime::{
     Capabilities, LinuxCapabilitiesBuilder, PosixRlimitBuilder, Process, ProcessBuilder, UserBuilder,
 };
 
-use super::{CompileError, Ctx};
+use super::ctx::Ctx;
+use super::output::CompileError;
 use crate::policy::{is_secret_name, FIXED_ENV};
 
 /// When the caller has no PATH.

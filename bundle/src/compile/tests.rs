@@ -1,4 +1,6 @@
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxNamespaceType, Mount};
 

@@ -1,0 +1,60 @@
+//! What a compile is given besides the policy: the machine, seen through
+//! `HostView` (the binary implements it with std::fs, the tests with a fake),
+//! and the `Invocation` of one run. Every pass reads them through `Ctx`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// What `lstat` says of a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathKind {
+    Dir,
+    File,
+    /// A symlink and its target as stored (relative or absolute).
+    Symlink(PathBuf),
+    /// A socket, fifo or device.
+    Other,
+}
+
+/// The machine as the compiler needs to see it; the binary implements it with
+/// std::fs (and a fake implements it in tests).
+pub trait HostView {
+    /// `lstat(path)`; None when it does not exist (or cannot be reached).
+    fn kind(&self, path: &Path) -> Option<PathKind>;
+    /// The entries of a directory (for the host's `/`), without `.` and `..`.
+    fn read_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, PathKind)>>;
+    /// Files under `root` whose name satisfies `matches`, at most `max_depth`
+    /// levels down and at most `max_entries` of them, not descending into
+    /// `.git`, `node_modules` or `target` and not following symlinks.
+    fn find(
+        &self,
+        root: &Path,
+        matches: &dyn Fn(&str) -> bool,
+        max_depth: usize,
+        max_entries: usize,
+    ) -> std::io::Result<Vec<PathBuf>>;
+    /// The content of a file (a custom seccomp profile).
+    fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
+}
+
+/// Who runs what, where: everything of one run that is not in the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The working directory: absolute, symlinks resolved; writable inside.
+    pub workdir: PathBuf,
+    /// The caller's home (what `~` means in the policy).
+    pub home: PathBuf,
+    /// The ids the process runs as (for root invoked through sudo, root: 0).
+    pub uid: u32,
+    pub gid: u32,
+    /// The caller has no root privileges (decides `user_namespace = "auto"`).
+    pub unprivileged: bool,
+    /// The caller's environment; the policy decides what passes.
+    pub env: Vec<(String, String)>,
+    /// The command to run.
+    pub args: Vec<String>,
+    /// Give the process a new pseudo-terminal.
+    pub terminal: bool,
+    /// `--rootfs`: overrides the policy's `filesystem.root`.
+    pub rootfs: Option<PathBuf>,
+}

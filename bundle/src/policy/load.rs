@@ -6,7 +6,7 @@
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::Policy;
+use super::schema::Policy;
 
 /// A policy that cannot be used, in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -34,6 +34,13 @@ impl PolicyError {
             field: field.into(),
             message: message.into(),
         }
+    }
+}
+
+impl Policy {
+    /// Parses and checks a policy; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, PolicyError> {
+        parse(text, origin)
     }
 }
 

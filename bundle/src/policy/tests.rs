@@ -1,3 +1,6 @@
+use std::path::PathBuf;
+
+use super::values::*;
 use super::*;
 
 fn parse(text: &str) -> Result<Policy, PolicyError> {

@@ -4,6 +4,9 @@
 //! first): the host's top-level directories read-only, kernel filesystems,
 //! private /tmp and /run, masked paths, extra binds, the working directory,
 //! protected paths read-only on top, and hidden secrets last.
+//!
+//! The `Builder` and the passes every sandbox takes live here; a pass with a
+//! concern of its own adds its `impl Builder` block in a file beside this one.
 
 use std::path::{Path, PathBuf};
 

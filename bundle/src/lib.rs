@@ -1,12 +1,14 @@
 //! Policy -> OCI bundle: the policy model and its validation (`policy`), the
 //! seccomp profile (`seccomp`), the compilation of a policy into an `oci_spec`
-//! runtime `Spec` for one invocation (`compile`) and the bundle writer
-//! (`write`). This crate makes no system calls; everything it must know about
-//! the machine comes through `compile::HostView`, which the binary implements.
+//! runtime `Spec` for one invocation (`compile`), the bundle writer
+//! (`write`) and the names a host tool runs code from (`host_run`). This
+//! crate makes no system calls; everything it must know about the machine
+//! comes through `compile::HostView`, which the binary implements.
 #![forbid(unsafe_code)]
 
 pub mod annotations;
 pub mod compile;
+pub mod host_run;
 pub mod policy;
 pub mod seccomp;
 pub mod write;

@@ -90,16 +90,14 @@ impl HostView for Host {
         matches: &dyn Fn(&str) -> bool,
         _max_depth: usize,
         max_entries: usize,
-    ) -> std::io::Result<Vec<PathBuf>> {
+    ) -> std::io::Result<Vec<(PathBuf, PathKind)>> {
         Ok(self
             .0
             .iter()
-            .filter(|(p, k)| {
-                **k == PathKind::File
-                    && p.starts_with(root)
-                    && p.file_name().and_then(|n| n.to_str()).is_some_and(matches)
+            .filter(|(p, _)| {
+                p.starts_with(root) && *p != root && p.file_name().and_then(|n| n.to_str()).is_some_and(matches)
             })
-            .map(|(p, _)| p.clone())
+            .map(|(p, k)| (p.clone(), k.clone()))
             .take(max_entries)
             .collect())
     }

@@ -23,17 +23,22 @@ pub trait HostView {
     fn kind(&self, path: &Path) -> Option<PathKind>;
     /// The entries of a directory (for the host's `/`), without `.` and `..`.
     fn read_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, PathKind)>>;
-    /// Files under `root` whose name satisfies `matches`, at most `max_depth`
-    /// levels down and at most `max_entries` of them, not descending into
-    /// `.git`, `node_modules` or `target` and not following symlinks.
+    /// Entries under `root` whose name satisfies `matches` (files,
+    /// directories and symlinks, each with what `kind` says of it), at most
+    /// `max_depth` levels down and at most `max_entries` of them, not
+    /// descending into `.git`, `.hg`, `node_modules` or `target` and not
+    /// following symlinks. A compile makes one such search, always with the
+    /// same matcher (`.env` files and the host-run names), so the binary may
+    /// keep an index of it from one run to the next.
     fn find(
         &self,
         root: &Path,
         matches: &dyn Fn(&str) -> bool,
         max_depth: usize,
         max_entries: usize,
-    ) -> std::io::Result<Vec<PathBuf>>;
-    /// The content of a file (a custom seccomp profile).
+    ) -> std::io::Result<Vec<(PathBuf, PathKind)>>;
+    /// The content of a file (a custom seccomp profile, a repository's
+    /// `.git/config`), bounded in size; only regular files are read.
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
 }
 

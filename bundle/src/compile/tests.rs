@@ -1,5 +1,6 @@
 //! The compile tests' fake host and helpers. The tests compile whole specs
-//! against it and sit in one file per concern: filesystem, identity (the
+//! against it and sit in one file per concern: filesystem, git (the
+//! repositories and the host-run entries below the top), identity (the
 //! process pass), isolation (the linux pass), network, and spec for the spec
 //! as a whole and the invocation checks.
 
@@ -13,6 +14,7 @@ use super::*;
 use crate::policy::Policy;
 
 mod filesystem;
+mod git;
 mod identity;
 mod isolation;
 mod network;
@@ -99,25 +101,35 @@ impl HostView for FakeHost {
         matches: &dyn Fn(&str) -> bool,
         max_depth: usize,
         max_entries: usize,
-    ) -> std::io::Result<Vec<PathBuf>> {
+    ) -> std::io::Result<Vec<(PathBuf, PathKind)>> {
+        // As the binary's walk: not into .git, .hg, node_modules or target.
+        let skipped = |p: &Path| {
+            p.strip_prefix(root).unwrap().parent().is_some_and(|d| {
+                d.components()
+                    .any(|c| matches!(c.as_os_str().to_str(), Some(".git" | ".hg" | "node_modules" | "target")))
+            })
+        };
         Ok(self
             .paths
             .iter()
-            .filter(|(p, k)| {
-                **k == PathKind::File
-                    && p.starts_with(root)
+            .filter(|(p, _)| {
+                p.starts_with(root)
+                    && *p != root
                     && p.strip_prefix(root).unwrap().components().count() <= max_depth
+                    && !skipped(p)
                     && matches(p.file_name().unwrap().to_str().unwrap())
             })
-            .map(|(p, _)| p.clone())
+            .map(|(p, k)| (p.clone(), k.clone()))
             .take(max_entries)
             .collect())
     }
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        self.files
-            .get(path)
-            .cloned()
-            .ok_or_else(|| std::io::Error::from_raw_os_error(2))
+        match (self.files.get(path), self.paths.get(path)) {
+            (Some(content), _) => Ok(content.clone()),
+            // A file made with `file` is empty.
+            (None, Some(PathKind::File)) => Ok(Vec::new()),
+            _ => Err(std::io::Error::from_raw_os_error(2)),
+        }
     }
 }
 

@@ -1,29 +1,25 @@
 //! The built-in lists a policy extends and may only shrink by an opt-out:
 //! protected, hidden and masked paths, and the variables that always pass.
 
+use std::path::PathBuf;
+
+use super::values::WorkdirPath;
+use crate::host_run::{Shape, HOST_RUN};
+
 /// Paths inside the working directory that stay read-only although it is
-/// writable: code that runs outside the sandbox later (git hooks, git config,
-/// the agent's own settings and MCP servers, shell start-up files, IDE
-/// settings, direnv) must not be planted from inside it. A trailing `/`
-/// marks a directory.
-pub const BUILTIN_PROTECTED: &[&str] = &[
-    ".git/hooks/",
-    ".git/config",
-    ".claude/",
-    ".mcp.json",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".profile",
-    ".zshrc",
-    ".zprofile",
-    ".zshenv",
-    ".gitconfig",
-    ".gitmodules",
-    ".vscode/",
-    ".idea/",
-    ".envrc",
-];
+/// writable: the names of the host-run list (`crate::host_run`), whose code
+/// runs outside the sandbox later (git's repository, the agent's settings and
+/// MCP servers, editor tasks, direnv, shell start-up files). Derived, so the
+/// two never drift. A directory (and `.git`) is written with a trailing `/`.
+pub fn builtin_protected() -> Vec<WorkdirPath> {
+    HOST_RUN
+        .iter()
+        .map(|h| WorkdirPath {
+            path: PathBuf::from(h.name),
+            dir: h.shape != Shape::File,
+        })
+        .collect()
+}
 
 /// Secrets of the caller that read as empty inside the sandbox.
 pub const BUILTIN_HIDDEN: &[&str] = &[

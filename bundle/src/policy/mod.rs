@@ -13,7 +13,7 @@ mod shipped;
 mod validate;
 pub mod values;
 
-pub use self::builtin::{BUILTIN_HIDDEN, BUILTIN_MASKED, BUILTIN_PROTECTED, FIXED_ENV};
+pub use self::builtin::{builtin_protected, BUILTIN_HIDDEN, BUILTIN_MASKED, FIXED_ENV};
 pub use self::env::{is_secret_name, SECRET_PATTERNS};
 pub use self::load::PolicyError;
 pub use self::schema::{

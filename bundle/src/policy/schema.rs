@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::builtin::{BUILTIN_HIDDEN, BUILTIN_MASKED, BUILTIN_PROTECTED};
+use super::builtin::{builtin_protected, BUILTIN_HIDDEN, BUILTIN_MASKED};
 use super::values::*;
 
 /// The schema version this build reads.
@@ -90,10 +90,10 @@ pub struct Filesystem {
     pub writable: Vec<BindPath>,
     #[serde(default)]
     pub readonly: Vec<BindPath>,
-    /// Added to `BUILTIN_PROTECTED`.
+    /// Added to the built-in protected paths (`builtin_protected`).
     #[serde(default)]
     pub protected: Vec<WorkdirPath>,
-    /// Entries of `BUILTIN_PROTECTED` to drop (an opt-out).
+    /// Built-in protected paths to drop (an opt-out).
     #[serde(default)]
     pub unprotected: Vec<WorkdirPath>,
     /// Added to `BUILTIN_HIDDEN`.
@@ -130,9 +130,8 @@ impl Default for Filesystem {
 impl Filesystem {
     /// The effective protected list: the built-in one less `unprotected`, plus `protected`.
     pub fn protected_paths(&self) -> Vec<WorkdirPath> {
-        let mut out: Vec<WorkdirPath> = BUILTIN_PROTECTED
-            .iter()
-            .map(|s| WorkdirPath::new(s).expect("built-in protected paths are valid"))
+        let mut out: Vec<WorkdirPath> = builtin_protected()
+            .into_iter()
             .filter(|b| !self.unprotected.iter().any(|u| u.path == b.path))
             .collect();
         for p in &self.protected {

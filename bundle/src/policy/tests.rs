@@ -55,7 +55,7 @@ fn a_minimal_policy_takes_the_strict_defaults() {
     assert_eq!(p.filesystem.workdir, Access::Rw);
     assert!(p.filesystem.writable.is_empty());
     assert!(p.filesystem.hide_env_files);
-    assert_eq!(p.filesystem.protected_paths().len(), BUILTIN_PROTECTED.len());
+    assert_eq!(p.filesystem.protected_paths().len(), builtin_protected().len());
     assert_eq!(p.filesystem.hidden_paths().len(), BUILTIN_HIDDEN.len());
     assert!(p.environment.allow.is_empty());
     assert_eq!(p.identity.user_namespace, UserNamespace::Auto);

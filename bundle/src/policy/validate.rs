@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use super::builtin::{BUILTIN_HIDDEN, BUILTIN_PROTECTED};
+use super::builtin::{builtin_protected, BUILTIN_HIDDEN};
 use super::env::{self, is_secret_name};
 use super::schema::Policy;
-use super::values::{BindPath, ByteSize, HostPath, NetworkMode, PolicyPath, WorkdirPath};
+use super::values::{BindPath, ByteSize, HostPath, NetworkMode, PolicyPath};
 
 /// A field path and what is wrong with it, before the origin is added.
 pub(crate) type FieldError = (String, String);
@@ -28,10 +28,7 @@ impl Policy {
     pub(crate) fn validate(&self) -> Result<(), FieldError> {
         let fs = &self.filesystem;
         for (i, u) in fs.unprotected.iter().enumerate() {
-            if !BUILTIN_PROTECTED
-                .iter()
-                .any(|b| WorkdirPath::new(b).map(|w| w.path == u.path).unwrap_or(false))
-            {
+            if !builtin_protected().iter().any(|b| b.path == u.path) {
                 return err(
                     format!("filesystem.unprotected[{i}]"),
                     format!("{u} is not a built-in protected path"),

@@ -1,5 +1,7 @@
-//! The `.env` search of `hide_env_files` without reading the whole tree on
-//! every start: an index of the working directory's directories, each with the
+//! The start's one search of the working directory (`.env` files for
+//! `hide_env_files`, and the host-run entries the compiler protects below the
+//! top: `sub/.git`, `sub/.claude`...) without reading the whole tree on every
+//! start: an index of the working directory's directories, each with the
 //! names it holds that the search wants and its subdirectories, valid while
 //! the directory's inode, ctime and mtime are unchanged. A start then costs
 //! one stat per directory instead of reading every directory (in a 150k-file
@@ -7,7 +9,8 @@
 //!
 //! Trade-offs, written down:
 //! - It is O(directories), not O(1): each directory is still stat'ed, since a
-//!   `.env` created anywhere must be hidden on the next start. Files are not.
+//!   `.env` (or a `.claude`) created anywhere must be covered on the next
+//!   start. Files are not.
 //! - A directory's entries cannot change without changing its ctime, which no
 //!   program can set back (unlike mtime, which `touch -d` can), so a record is
 //!   stale only if the ctime is. Timestamps come from a coarse clock, so a
@@ -32,9 +35,18 @@ use serde::{Deserialize, Serialize};
 /// Changes younger than this when a directory was read are not trusted later.
 const SETTLE: Duration = Duration::from_secs(2);
 
-/// Directories the search never enters (the compiler's contract for `find`).
+/// Directories the search never enters (the compiler's contract for `find`);
+/// a repository's own files, a package store, a build tree.
 pub fn skipped(name: &OsStr) -> bool {
-    matches!(name.as_bytes(), b".git" | b"node_modules" | b"target")
+    matches!(name.as_bytes(), b".git" | b".hg" | b"node_modules" | b"target")
+}
+
+/// What a name that matched is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    File,
+    Dir,
+    Symlink,
 }
 
 /// Stored as one array of six numbers, not an object with named fields: a
@@ -96,6 +108,12 @@ struct Record {
     /// Names of files that matched.
     #[serde(rename = "f", default, skip_serializing_if = "Vec::is_empty")]
     files: Vec<PathBuf>,
+    /// Names of directories that matched (entered or not, as any other).
+    #[serde(rename = "m", default, skip_serializing_if = "Vec::is_empty")]
+    matched_dirs: Vec<PathBuf>,
+    /// Names of symlinks that matched (never followed).
+    #[serde(rename = "l", default, skip_serializing_if = "Vec::is_empty")]
+    links: Vec<PathBuf>,
     /// Subdirectories (not symlinks), except the skipped ones.
     #[serde(rename = "d", default, skip_serializing_if = "Vec::is_empty")]
     dirs: Vec<PathBuf>,
@@ -157,27 +175,40 @@ fn store(path: &Path, index: &Index<'_>) -> std::io::Result<()> {
     r
 }
 
-/// Reads one directory: its matching files and its subdirectories.
+/// Reads one directory: its matching entries and its subdirectories.
 fn read(dir: &Path, stamp: Stamp, matches: &dyn Fn(&str) -> bool) -> Option<Record> {
     let entries = fs::read_dir(dir).ok()?;
-    let (mut files, mut dirs) = (Vec::new(), Vec::new());
+    let mut r = Record {
+        stamp,
+        files: Vec::new(),
+        matched_dirs: Vec::new(),
+        links: Vec::new(),
+        dirs: Vec::new(),
+    };
     for e in entries.flatten() {
         let name = e.file_name();
         let Ok(t) = e.file_type() else { continue };
+        let hit = || matches(&name.to_string_lossy());
         if t.is_dir() {
-            if !skipped(&name) {
-                dirs.push(PathBuf::from(name));
+            if hit() {
+                r.matched_dirs.push(PathBuf::from(&name));
             }
-        } else if t.is_file() && matches(&name.to_string_lossy()) {
-            files.push(PathBuf::from(name));
+            if !skipped(&name) {
+                r.dirs.push(PathBuf::from(name));
+            }
+        } else if t.is_file() && hit() {
+            r.files.push(PathBuf::from(name));
+        } else if t.is_symlink() && hit() {
+            r.links.push(PathBuf::from(name));
         }
     }
-    Some(Record { stamp, files, dirs })
+    Some(r)
 }
 
-/// Files under `root` whose name `matches`, at most `max_depth` levels down
-/// and at most `max_entries` of them; with `index_dir`, through the index
-/// kept there. `search` names the matcher (one index per kind of search).
+/// Entries under `root` whose name `matches` (files, directories and
+/// symlinks), at most `max_depth` levels down and at most `max_entries` of
+/// them; with `index_dir`, through the index kept there. `search` names the
+/// matcher (one index per kind of search).
 pub fn find(
     root: &Path,
     search: &str,
@@ -185,7 +216,7 @@ pub fn find(
     max_depth: usize,
     max_entries: usize,
     index_dir: Option<&Path>,
-) -> std::io::Result<Vec<PathBuf>> {
+) -> std::io::Result<Vec<(PathBuf, Found)>> {
     find_settled(root, search, matches, max_depth, max_entries, index_dir, SETTLE)
 }
 
@@ -197,9 +228,10 @@ fn find_settled(
     max_entries: usize,
     index_dir: Option<&Path>,
     settle: Duration,
-) -> std::io::Result<Vec<PathBuf>> {
+) -> std::io::Result<Vec<(PathBuf, Found)>> {
     // v4: stamps (from stat) as arrays, one-letter field names, directories relative to the root.
-    let key = format!("v4\n{search}\n{max_depth}\n{}", root.display());
+    // v5: matching directories and symlinks too (the host-run names), .hg not entered.
+    let key = format!("v5\n{search}\n{max_depth}\n{}", root.display());
     let path = index_dir.map(|d| index_path(d, &key));
     let old = path.as_deref().map(|p| load(p, &key)).unwrap_or_default();
     let mut new = Index {
@@ -244,8 +276,11 @@ fn find_settled(
                 Cow::Owned(r)
             }
         };
-        for f in &record.files {
-            out.push(root.join(&rel).join(f));
+        let hits = (record.files.iter().map(|f| (f, Found::File)))
+            .chain(record.matched_dirs.iter().map(|d| (d, Found::Dir)))
+            .chain(record.links.iter().map(|l| (l, Found::Symlink)));
+        for (name, kind) in hits {
+            out.push((root.join(&rel).join(name), kind));
             if out.len() >= max_entries {
                 return Ok(out);
             }
@@ -283,11 +318,13 @@ mod tests {
         n == ".env" || n.starts_with(".env.")
     }
 
-    fn names(mut v: Vec<PathBuf>, root: &Path) -> Vec<String> {
+    fn names(v: Vec<(PathBuf, Found)>, root: &Path) -> Vec<String> {
+        let mut v: Vec<String> = v
+            .iter()
+            .map(|(p, _)| p.strip_prefix(root).unwrap().display().to_string())
+            .collect();
         v.sort();
-        v.iter()
-            .map(|p| p.strip_prefix(root).unwrap().display().to_string())
-            .collect()
+        v
     }
 
     fn set_mtime_back(path: &Path) {
@@ -331,6 +368,43 @@ mod tests {
         let found = names(search(Some(state.path())), root);
         assert!(found.contains(&"a/b/.env.prod".to_owned()), "{found:?}");
         assert_eq!(found.len(), 3);
+    }
+
+    #[test]
+    fn directories_and_links_match_and_repositories_are_not_entered() {
+        let tree = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = tree.path();
+        for d in ["sub/.git/x", "sub/.claude", "a/.hg/store", "node_modules/p/.claude"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join("sub/.git/x/.env"), "").unwrap();
+        fs::write(root.join("sub/.claude/.env"), "").unwrap();
+        fs::write(root.join("a/.hg/store/.env"), "").unwrap();
+        fs::write(root.join("wt.git"), "").unwrap();
+        std::os::unix::fs::symlink("sub/.claude", root.join("a/.vscode")).unwrap();
+        std::os::unix::fs::symlink("nowhere", root.join("a/.env")).unwrap();
+        let wanted = |n: &str| n == ".env" || n == ".git" || n == ".claude" || n == ".vscode" || n == ".hg";
+        tick();
+        for idx in [None, Some(state.path()), Some(state.path())] {
+            let found = find_settled(root, "t", &wanted, 8, 100, idx, Duration::from_millis(10)).unwrap();
+            let mut kinds: Vec<(String, Found)> = found
+                .into_iter()
+                .map(|(p, k)| (p.strip_prefix(root).unwrap().display().to_string(), k))
+                .collect();
+            kinds.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(
+                kinds,
+                [
+                    ("a/.env".to_owned(), Found::Symlink),
+                    ("a/.hg".to_owned(), Found::Dir),
+                    ("a/.vscode".to_owned(), Found::Symlink),
+                    ("sub/.claude".to_owned(), Found::Dir),
+                    ("sub/.claude/.env".to_owned(), Found::File),
+                    ("sub/.git".to_owned(), Found::Dir),
+                ]
+            );
+        }
     }
 
     #[test]

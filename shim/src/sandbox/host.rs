@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use claude_shim_bundle::{HostView, PathKind};
 
+use super::env_index::Found;
+
 pub struct StdHost {
     /// Where `find` keeps its index of the tree (the runtime's state
     /// directory); None walks the whole tree each time.
@@ -47,23 +49,34 @@ impl HostView for StdHost {
         matches: &dyn Fn(&str) -> bool,
         max_depth: usize,
         max_entries: usize,
-    ) -> std::io::Result<Vec<PathBuf>> {
-        // The compiler's one search is for .env files (hide_env_files).
+    ) -> std::io::Result<Vec<(PathBuf, PathKind)>> {
+        // The compiler's one search: .env files and the host-run names.
         let t = std::time::Instant::now();
         let found = super::env_index::find(
             root,
-            "env-files",
+            "env-files+host-run",
             matches,
             max_depth,
             max_entries,
             self.index_dir.as_deref(),
-        );
+        )?;
         tracing::debug!(
-            "searched {} for .env files in {} us",
+            "searched {} for .env files and tool settings in {} us",
             root.display(),
             t.elapsed().as_micros()
         );
-        found
+        Ok(found
+            .into_iter()
+            .filter_map(|(path, kind)| {
+                let kind = match kind {
+                    Found::File => PathKind::File,
+                    Found::Dir => PathKind::Dir,
+                    // Rare: read its target now (gone since: nothing to cover).
+                    Found::Symlink => self.kind(&path)?,
+                };
+                Some((path, kind))
+            })
+            .collect())
     }
 
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {

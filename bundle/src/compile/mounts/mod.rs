@@ -6,7 +6,13 @@
 //! protected paths read-only on top, and hidden secrets last.
 //!
 //! The `Builder` and the passes every sandbox takes live here; a pass with a
-//! concern of its own adds its `impl Builder` block in a file beside this one.
+//! concern of its own adds its `impl Builder` block in a file beside this one:
+//! `git` (the repositories), `nested` (the start's one search, and the
+//! host-run entries below the top).
+
+mod git;
+mod gitconfig;
+mod nested;
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +22,7 @@ use super::ctx::Ctx;
 use super::input::PathKind;
 use super::output::{CompileError, Placeholder, SkeletonEntry};
 use super::resolve::{resolve, resolved_kind};
+use crate::host_run::{self, Missing, Shape};
 use crate::policy::values::{Access, RootSource};
 
 /// Top-level names of the host that get their own filesystem inside (or
@@ -56,8 +63,8 @@ pub fn is_env_file(name: &str) -> bool {
     name == ".env" || name.starts_with(".env.")
 }
 
-/// How deep and how many .env files are looked for; more is refused rather
-/// than half-hidden.
+/// How deep the start's one search looks, and how many .env files and
+/// host-run entries it takes; more is refused rather than half-covered.
 pub const ENV_FILE_DEPTH: usize = 8;
 pub const ENV_FILE_LIMIT: usize = 1000;
 
@@ -114,11 +121,32 @@ struct Builder<'c, 'a> {
     placeholders: Vec<Placeholder>,
     /// Host trees visible inside (host root: `/`; rootfs: the binds).
     visible: Vec<PathBuf>,
+    /// The start's one search of the working directory, once made.
+    found: Option<Vec<(PathBuf, PathKind)>>,
+    /// Repositories the git pass has protected.
+    git_dirs: Vec<PathBuf>,
 }
 
 impl Builder<'_, '_> {
     fn push(&mut self, layer: Layer, m: Mount) {
         self.mounts.push((layer, m));
+    }
+
+    /// Whether the sandbox could write at `p` with the mounts so far: the
+    /// topmost mount over it (deepest, then latest layer) is not read-only.
+    fn writable_at(&self, p: &Path) -> bool {
+        let mut top: Option<((usize, Layer), bool)> = None;
+        for (layer, m) in &self.mounts {
+            if !p.starts_with(m.destination()) {
+                continue;
+            }
+            let key = (depth(m.destination()), *layer);
+            if top.is_none_or(|(k, _)| k <= key) {
+                let ro = m.options().iter().flatten().any(|o| o == "ro");
+                top = Some((key, !ro));
+            }
+        }
+        top.is_some_and(|(_, rw)| rw)
     }
 
     fn is_visible(&self, p: &Path) -> bool {
@@ -354,7 +382,21 @@ impl Builder<'_, '_> {
 
     fn protected(&mut self) -> Result<(), CompileError> {
         let wd = self.ctx.inv.workdir.clone();
+        let is_home = wd == self.ctx.inv.home;
         for p in self.ctx.policy.filesystem.protected_paths() {
+            let entry = p.path.to_str().and_then(host_run::find);
+            if entry.is_some_and(|h| h.shape == Shape::Git) {
+                self.root_git()?;
+                continue;
+            }
+            // A host-run entry missing at the top gets a placeholder only
+            // where the quarantine at exit cannot cover it (host_run::Missing);
+            // a path the policy adds always does.
+            let stand_in = match entry.map(|h| h.missing) {
+                None | Some(Missing::EmptyDir) => true,
+                Some(Missing::EmptyFileInHome) => is_home,
+                Some(Missing::Nothing) => false,
+            };
             let path = self.resolve("filesystem.protected", &wd.join(&p.path))?;
             if is_forbidden(&path) {
                 // A symlink into /proc, /sys, /dev or to /: nothing of the
@@ -365,7 +407,7 @@ impl Builder<'_, '_> {
                 Some(_) => self.push(Layer::Protected, bind(&path, RO_BIND)),
                 // A placeholder is only ever created inside the working
                 // directory, never where a symlink in it points.
-                None if !path.starts_with(&wd) => {}
+                None if !path.starts_with(&wd) || !stand_in => {}
                 None => {
                     let parent_is_dir = path
                         .parent()
@@ -393,24 +435,11 @@ impl Builder<'_, '_> {
             self.hide(&path);
         }
         if self.ctx.policy.filesystem.hide_env_files {
-            let wd = &self.ctx.inv.workdir;
-            let found = self
-                .ctx
-                .host
-                .find(wd, &is_env_file, ENV_FILE_DEPTH, ENV_FILE_LIMIT)
-                .map_err(|e| CompileError::Invocation(format!("look for .env files under {}: {e}", wd.display())))?;
-            if found.len() >= ENV_FILE_LIMIT {
-                return Err(self.ctx.field_error(
-                    "filesystem.hide_env_files",
-                    format!(
-                        "{} holds {ENV_FILE_LIMIT} or more .env files; too many to hide one by one",
-                        wd.display()
-                    ),
-                ));
-            }
-            let mut found = found;
-            found.sort();
-            for f in found {
+            let found = self.search()?;
+            let env_files = found.into_iter().filter(|(p, kind)| {
+                *kind == PathKind::File && p.file_name().and_then(|n| n.to_str()).is_some_and(is_env_file)
+            });
+            for (f, _) in env_files {
                 let f = self.resolve("filesystem.hide_env_files", &f)?;
                 if !is_forbidden(&f) {
                     self.hide(&f);
@@ -454,6 +483,8 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
         skeleton: Vec::new(),
         placeholders: Vec::new(),
         visible: Vec::new(),
+        found: None,
+        git_dirs: Vec::new(),
     };
     let root = match &rootfs {
         None => {
@@ -482,6 +513,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     b.workdir()?;
     b.masked()?;
     b.protected()?;
+    b.nested()?;
     b.hidden()?;
 
     let mut mounts = b.mounts;

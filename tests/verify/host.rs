@@ -102,7 +102,8 @@ impl Host {
                     read_only("/sys"),
                     proc_ro("/proc/sys/kernel/core_pattern")
                 ],
-                "writable": ["/tmp", "/work", "/root/.claude"]
+                "writable": ["/tmp", "/work", "/root/.claude"],
+                "pinned": []
             },
             "sockets": {"unix": ["/tmp/vscode-ipc-test.sock"], "abstract_names": [self.abstract_name]},
             "escapes": {

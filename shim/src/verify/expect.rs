@@ -132,6 +132,10 @@ pub struct PathsExpect {
     /// Existing directories where a file can be created (or files that open
     /// for writing).
     pub writable: Vec<PathBuf>,
+    /// Existing directories that are mount points of their own, so they
+    /// cannot be renamed or replaced (rename refused with EBUSY): a
+    /// repository's `.git`, or the empty one of a project without.
+    pub pinned: Vec<PathBuf>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -272,6 +276,7 @@ impl Expectations {
             .iter()
             .chain(self.paths.writable.iter())
             .chain(self.paths.read_only.iter().map(|r| &r.path))
+            .chain(self.paths.pinned.iter())
             .chain(self.sockets.unix.iter())
             .chain(self.escapes.nested_userns.iter().map(|n| &n.protected_file));
         for p in paths {
@@ -353,6 +358,7 @@ pub(crate) fn sample() -> Expectations {
                 refused_with: Errnos::of(&[Errno::EROFS]),
             }],
             writable: vec!["/tmp".into()],
+            pinned: vec!["/work/.git".into()],
         },
         sockets: SocketsExpect {
             unix: vec![],

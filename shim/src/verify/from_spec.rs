@@ -232,6 +232,7 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
             hidden,
             read_only,
             writable,
+            pinned: pinned(inv, &mounts),
         },
         sockets: SocketsExpect {
             unix: host_sockets(inv),
@@ -249,6 +250,35 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
             .unwrap_or_default(),
         network: network_expect(spec, facts, reach),
     }
+}
+
+/// The repositories' mount points of their own in the working directory
+/// (`compile::mounts::git`): each `.git` directory bound onto itself, each
+/// level of a `modules/` under one, and the empty read-only `.git` of a
+/// project without (which does not exist yet when this runs: a `.git`
+/// bound read-only is a gitdir file only if the host has a file there).
+fn pinned(inv: &Invocation, mounts: &[oci_spec::runtime::Mount]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = mounts
+        .iter()
+        .filter(|m| {
+            let dest = m.destination();
+            let self_bind = m.typ().as_deref() == Some("bind") && m.source().as_deref() == Some(dest.as_path());
+            let ro = m.options().iter().flatten().any(|o| o == "ro");
+            let in_git = dest.components().any(|c| c.as_os_str() == ".git");
+            self_bind
+                && dest.starts_with(&inv.workdir)
+                && *dest != inv.workdir
+                && if ro {
+                    dest.file_name().is_some_and(|n| n == ".git") && !dest.is_file()
+                } else {
+                    in_git
+                }
+        })
+        .map(|m| m.destination().clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn ro(p: &str, errnos: &[Errno]) -> ReadOnlyPath {

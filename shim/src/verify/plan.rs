@@ -129,6 +129,9 @@ pub enum Kind {
     Writable {
         path: PathBuf,
     },
+    Pinned {
+        path: PathBuf,
+    },
     UnixSocket {
         path: PathBuf,
     },
@@ -317,6 +320,14 @@ pub fn plan(exp: &Expectations) -> Vec<Check> {
             },
         ));
     }
+    for path in &exp.paths.pinned {
+        p.push(check(
+            format!("pinned {}", path.display()),
+            Group::Filesystem,
+            "rename refused: EBUSY (a mount point of its own)",
+            Kind::Pinned { path: path.clone() },
+        ));
+    }
     for path in &exp.paths.writable {
         p.push(check(
             format!("writable {}", path.display()),
@@ -484,6 +495,7 @@ mod tests {
             "own session",
             "TIOCSTI fd 2",
             "read-only /etc",
+            "pinned /work/.git",
             "cgroup release_agent (CVE-2022-0492)",
             "execve gains nothing",
             "syscall mount",

@@ -1,7 +1,8 @@
 //! Filesystem and socket checks: hidden paths read as absent or empty,
 //! read-only paths refuse writes with the expected errno (and must exist, so a
 //! missing path cannot pass for a protected one), writable paths take a file,
-//! and host sockets do not accept a connection.
+//! pinned directories cannot be renamed, and host sockets do not accept a
+//! connection.
 
 use std::fs;
 use std::io::Read;
@@ -161,6 +162,53 @@ pub fn writable(path: &Path) -> Finding {
     }
 }
 
+/// A directory that is a mount point of its own cannot be renamed (rename(2):
+/// EBUSY), so it cannot be moved aside with what is mounted in it and
+/// replaced. Checked without moving anything: the rename is aimed at a
+/// non-empty scratch directory beside it, which the kernel refuses either
+/// way, with EBUSY for a mount point and ENOTEMPTY (from the filesystem,
+/// after the mount point check) for any other directory.
+pub fn pinned(path: &Path) -> Finding {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Finding::fail("cannot check: not a directory"),
+        Err(e) => {
+            return Finding::fail(format!(
+                "cannot check: {} (a pinned directory must exist)",
+                errno_name(io_errno(&e))
+            ))
+        }
+    }
+    let Some(parent) = path.parent() else {
+        return Finding::fail("cannot check: no parent directory");
+    };
+    let scratch = scratch_name(parent).with_extension("pin");
+    let inside = scratch.join("keep");
+    if let Err(e) = fs::create_dir(&scratch).and_then(|()| fs::create_dir(&inside)) {
+        let _ = fs::remove_dir(&scratch);
+        return match io_errno(&e) {
+            // Its folder is read-only: no rename there at all.
+            Errno::EROFS => Finding::pass("refused: EROFS (its folder is read-only)"),
+            errno => Finding::fail(format!("cannot check: {}", errno_name(errno))),
+        };
+    }
+    let r = fs::rename(path, &scratch);
+    if r.is_ok() {
+        // Not possible onto a non-empty directory; put it back if it happened.
+        let _ = fs::rename(&scratch, path);
+    }
+    let _ = fs::remove_dir(&inside);
+    let _ = fs::remove_dir(&scratch);
+    match r {
+        Err(e) if io_errno(&e) == Errno::EBUSY => Finding::pass("refused: EBUSY"),
+        Err(e) if matches!(io_errno(&e), Errno::ENOTEMPTY | Errno::EEXIST) => {
+            Finding::fail("renamable: not a mount point of its own (refused only for its non-empty target)")
+        }
+        Err(e) => Finding::fail(format!("refused: {}", errno_name(io_errno(&e)))),
+        Ok(()) => Finding::fail("renamed (and put back)"),
+    }
+}
+
 fn try_connect(addr: &UnixAddr) -> Finding {
     let sock = match socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None) {
         Ok(s) => s,
@@ -229,6 +277,25 @@ mod tests {
         assert_eq!(writable(d.path()).pass, Some(true));
         assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0);
         assert_eq!(writable(&d.path().join("nope")).pass, Some(false));
+    }
+
+    #[test]
+    fn a_directory_that_is_no_mount_point_is_not_pinned() {
+        let d = tempfile::tempdir().unwrap();
+        let git = d.path().join(".git");
+        fs::create_dir(&git).unwrap();
+        fs::write(git.join("config"), b"x").unwrap();
+        let f = pinned(&git);
+        assert_eq!(f.pass, Some(false), "{f:?}");
+        assert!(f.observed.starts_with("renamable"), "{f:?}");
+        assert_eq!(fs::read(git.join("config")).unwrap(), b"x", "left in place");
+        assert_eq!(
+            fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "the scratch directory is removed"
+        );
+        assert_eq!(pinned(&d.path().join("none")).pass, Some(false));
+        assert_eq!(pinned(&git.join("config")).pass, Some(false));
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub fn run(check: &Check) -> Finding {
         Kind::Hidden { path } => fs::hidden(path),
         Kind::ReadOnly { path, refused_with } => fs::read_only(path, refused_with),
         Kind::Writable { path } => fs::writable(path),
+        Kind::Pinned { path } => fs::pinned(path),
         Kind::UnixSocket { path } => fs::unix_socket(path),
         Kind::AbstractSocket { name } => fs::abstract_socket(name),
         Kind::NestedUserns { protected_file } => escape::nested_userns(protected_file),

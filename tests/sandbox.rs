@@ -31,6 +31,7 @@ fn workspace(owner: Option<(u32, u32)>) -> Workspace {
         std::fs::create_dir_all(d).unwrap();
     }
     std::fs::write(work.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(work.join(".mcp.json"), "{}\n").unwrap();
     std::fs::write(work.join(".env"), "API_KEY=sk-live-secret\n").unwrap();
     std::fs::write(work.join("src.txt"), "code\n").unwrap();
     std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
@@ -188,7 +189,7 @@ fn assert_clean(env: &Env, ws: &Workspace, pid: u32) {
         })
         .unwrap_or_default();
     assert!(left.is_empty(), "state left in {}: {left:?}", ours.display());
-    for placeholder in [".mcp.json", ".gitconfig", ".vscode", ".envrc"] {
+    for placeholder in [".vscode", ".idea", ".gitconfig", ".envrc"] {
         assert!(
             !ws.work.join(placeholder).exists(),
             "placeholder {placeholder} left in the working directory"
@@ -543,7 +544,7 @@ fn verify_fails_a_runtime_that_loosens_the_bundle() {
 }
 
 /// Sandboxes started together on one working directory share the read-only
-/// placeholders (.mcp.json...): none pulls one from under another, and the
+/// placeholders (.vscode...): none pulls one from under another, and the
 /// last one out removes them.
 #[test]
 fn concurrent_sandboxes_on_one_directory() {
@@ -555,7 +556,7 @@ fn concurrent_sandboxes_on_one_directory() {
                 &env,
                 &ws,
                 "agent",
-                &format!("test -f .mcp.json && ! ( : > .mcp.json ) 2>/dev/null && echo ok-{i}"),
+                &format!("test -d .vscode && ! ( : > .vscode/x ) 2>/dev/null && echo ok-{i}"),
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

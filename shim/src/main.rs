@@ -7,6 +7,7 @@ mod bounded;
 mod claude;
 mod cli;
 mod commands;
+mod hostfs;
 mod logging;
 mod network;
 mod replace;

@@ -13,6 +13,7 @@ use claude_shim_bundle::policy::values::{BindPath, EnvName, EnvPattern, NetworkM
 use claude_shim_bundle::Policy;
 use serde_json::{json, Value};
 
+use crate::hostfs::{Dir, Kind};
 use crate::network::gateway;
 
 /// The key the agent holds: worthless, so that reading it gains nothing.
@@ -44,8 +45,6 @@ pub const PASSED_ENV: &[&str] = &[
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
 ];
 
-pub use crate::sandbox::state_home;
-
 /// The host's Claude Code configuration directory (`CLAUDE_CONFIG_DIR` or `~/.claude`).
 pub fn host_config_dir(home: &Path) -> PathBuf {
     match std::env::var_os("CLAUDE_CONFIG_DIR") {
@@ -54,27 +53,38 @@ pub fn host_config_dir(home: &Path) -> PathBuf {
     }
 }
 
-/// The agent's configuration directory: created, seeded from `host` where
-/// it has nothing yet, first-run state prepared. Returns its path.
-pub fn prepare_config_dir(dir: &Path, host: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    for name in SEEDED {
-        let (from, to) = (host.join(name), dir.join(name));
-        if to.symlink_metadata().is_ok() || from.symlink_metadata().is_err() {
-            continue;
+/// The agent's `.claude.json` is read back as untrusted data, bounded
+/// (Claude Code's grows with its history of projects).
+const STATE_LIMIT: u64 = 64 << 20;
+/// How deep a seeded directory is copied.
+const SEED_DEPTH: usize = 16;
+
+/// The agent's configuration directory (a handle: the sandbox writes there,
+/// so nothing in it is followed), seeded from `host` where it has nothing
+/// yet, first-run state prepared. A link planted as `.claude.json` is an
+/// error: reading through it would copy a host file in.
+pub fn prepare_config_dir(agent: &Dir, host: &Path) -> Result<()> {
+    match Dir::open(host) {
+        Ok(host) => {
+            for name in SEEDED {
+                let name = Path::new(name);
+                if agent.stat(name)?.is_none() {
+                    copy_tree(&host, agent, name, 0)?;
+                }
+            }
         }
-        copy_tree(&from, &to).with_context(|| format!("seed {} from {}", to.display(), from.display()))?;
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e.into()),
     }
-    let state = dir.join(".claude.json");
-    let mut v: Value = match std::fs::read(&state) {
-        Ok(raw) => serde_json::from_slice(&raw).with_context(|| format!("parse {}", state.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
-        Err(e) => return Err(e).with_context(|| format!("read {}", state.display())),
+    let state = Path::new(".claude.json");
+    let mut v: Value = match agent.read(state, STATE_LIMIT) {
+        Ok(raw) => serde_json::from_slice(&raw).with_context(|| format!("parse {}", agent.join(state).display()))?,
+        Err(e) if e.is_not_found() => json!({}),
+        Err(e) => return Err(e.into()),
     };
     first_run_state(&mut v);
-    let tmp = dir.join(".claude.json.claude-shim.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&v)?).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &state).with_context(|| format!("write {}", state.display()))
+    agent.replace(state, &serde_json::to_vec_pretty(&v)?, 0o600)?;
+    Ok(())
 }
 
 /// Onboarding done (it would contact api.anthropic.com directly, whatever
@@ -100,18 +110,35 @@ pub fn first_run_state(v: &mut Value) {
     }
 }
 
-/// Copies regular files and directories; symlinks and anything else are
-/// skipped (a link could point at the credentials).
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    let m = from.symlink_metadata()?;
-    if m.is_dir() {
-        std::fs::create_dir_all(to)?;
-        for e in std::fs::read_dir(from)? {
-            let e = e?;
-            copy_tree(&e.path(), &to.join(e.file_name()))?;
+/// Copies `rel` from `host` to `agent`: regular files and directories;
+/// links and anything else are skipped (a link could point at the
+/// credentials), and so is what the agent already has.
+fn copy_tree(host: &Dir, agent: &Dir, rel: &Path, depth: usize) -> Result<()> {
+    let Some(st) = host.stat(rel)? else {
+        return Ok(());
+    };
+    match st.kind {
+        Kind::Dir if depth < SEED_DEPTH => {
+            match agent.create_dir(rel, st.mode & 0o777 | 0o700) {
+                Ok(()) => {}
+                Err(e) if e.is_exists() => {}
+                Err(e) => return Err(e.into()),
+            }
+            for (name, _) in host.list(rel)? {
+                copy_tree(host, agent, &rel.join(name), depth + 1)?;
+            }
         }
-    } else if m.is_file() {
-        std::fs::copy(from, to)?;
+        Kind::File => {
+            let mut to = match agent.create_new(rel, st.mode & 0o777) {
+                Ok(f) => f,
+                Err(e) if e.is_exists() => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut from = host.open_file(rel)?;
+            std::io::copy(&mut from, &mut to)
+                .with_context(|| format!("copy {} to {}", host.join(rel).display(), agent.join(rel).display()))?;
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -225,6 +252,10 @@ mod tests {
         assert_eq!(bad["hasCompletedOnboarding"], true);
     }
 
+    fn agent_dir(path: &Path) -> Dir {
+        Dir::create_beneath(path.parent().unwrap(), Path::new(path.file_name().unwrap()), 0o700).unwrap()
+    }
+
     #[test]
     fn seeding_copies_settings_never_credentials() {
         let t = tempfile::tempdir().unwrap();
@@ -234,17 +265,64 @@ mod tests {
         std::fs::write(host.join("agents/x.md"), "x").unwrap();
         std::fs::write(host.join(".credentials.json"), "secret").unwrap();
         std::os::unix::fs::symlink(host.join(".credentials.json"), host.join("CLAUDE.md")).unwrap();
-        prepare_config_dir(&dir, &host).unwrap();
+        prepare_config_dir(&agent_dir(&dir), &host).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join("settings.json")).unwrap(), "{\"a\":1}");
         assert_eq!(std::fs::read_to_string(dir.join("agents/x.md")).unwrap(), "x");
         assert!(!dir.join(".credentials.json").exists());
         assert!(!dir.join("CLAUDE.md").exists(), "a symlink is not followed");
         // The agent's own edits stay.
         std::fs::write(dir.join("settings.json"), "{}").unwrap();
-        prepare_config_dir(&dir, &host).unwrap();
+        prepare_config_dir(&agent_dir(&dir), &host).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join("settings.json")).unwrap(), "{}");
         let state: Value = serde_json::from_slice(&std::fs::read(dir.join(".claude.json")).unwrap()).unwrap();
         assert_eq!(state["hasCompletedOnboarding"], true);
+    }
+
+    /// The links of issue 23, planted by the agent in its own directory:
+    /// the next start writes through none and copies no host file in.
+    #[test]
+    fn links_the_agent_planted_are_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let (host, dir, home) = (t.path().join("host"), t.path().join("agent"), t.path().join("home"));
+        std::fs::create_dir_all(&host).unwrap();
+        std::fs::create_dir_all(home.join("victim")).unwrap();
+        std::fs::write(host.join("settings.json"), "{}").unwrap();
+        std::fs::write(host.join(".credentials.json"), "{\"secret\":\"oauth\"}").unwrap();
+        std::fs::write(home.join(".bashrc"), "host\n").unwrap();
+        prepare_config_dir(&agent_dir(&dir), &host).unwrap();
+        let link = |target: &Path, name: &str| {
+            let _ = std::fs::remove_file(dir.join(name));
+            std::os::unix::fs::symlink(target, dir.join(name)).unwrap();
+        };
+        // The temp name the old code wrote through, and the seeded names.
+        link(&home.join(".bashrc"), ".claude.json.claude-shim.tmp");
+        link(&home.join("victim"), "agents");
+        std::fs::remove_file(dir.join("settings.json")).unwrap();
+        link(&home.join(".bashrc"), "settings.json");
+        prepare_config_dir(&agent_dir(&dir), &host).unwrap();
+        assert_eq!(std::fs::read_to_string(home.join(".bashrc")).unwrap(), "host\n");
+        assert_eq!(std::fs::read_dir(home.join("victim")).unwrap().count(), 0);
+        // .claude.json as a link to the credentials: refused, never read.
+        link(&host.join(".credentials.json"), ".claude.json");
+        let e = prepare_config_dir(&agent_dir(&dir), &host).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "read {}: a symbolic link is in the way (claude-shim follows none where a sandbox can write)",
+                dir.join(".claude.json").display()
+            )
+        );
+        assert!(dir.join(".claude.json").is_symlink());
+        let copied = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_type().unwrap().is_file() && std::fs::read_to_string(e.path()).unwrap().contains("oauth"));
+        assert!(!copied, "the credentials were copied in");
+        // The agent's directory itself replaced by a link: not followed either.
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&home, &dir).unwrap();
+        let e = Dir::create_beneath(t.path(), Path::new("agent"), 0o700).err().unwrap();
+        assert!(e.is_link(), "{e}");
     }
 
     #[test]

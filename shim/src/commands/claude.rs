@@ -35,9 +35,9 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let inv_home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| "/".into());
-    let dir = claude::state_home()?.join("claude");
+    let dir = sandbox::state_dir("claude")?;
     claude::prepare_config_dir(&dir, &claude::host_config_dir(&inv_home))?;
-    let policy = claude::whole_agent_policy(sandbox::load_policy(args.policy.as_deref())?, &dir)?;
+    let policy = claude::whole_agent_policy(sandbox::load_policy(args.policy.as_deref())?, dir.path())?;
     let mut argv = vec![exe.to_string_lossy().into_owned()];
     argv.extend(args.args.iter().cloned());
     let inv = sandbox::invocation(None, None, &argv, caller_has_terminal())?;
@@ -53,8 +53,7 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
 /// the state directory, made (again) when it is missing or points elsewhere.
 fn shell_entry() -> Result<PathBuf> {
     let exe = crate::seal::exe_on_disk()?;
-    let bin = claude::state_home()?.join("bin");
-    std::fs::create_dir_all(&bin).with_context(|| format!("create {}", bin.display()))?;
+    let bin = sandbox::state_dir("bin")?.path().to_path_buf();
     let link = bin.join(SHELL_ENTRY);
     if std::fs::read_link(&link).ok().as_deref() != Some(exe.as_path()) {
         let tmp = bin.join(format!(".{SHELL_ENTRY}.{}", std::process::id()));

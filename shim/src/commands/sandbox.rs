@@ -119,7 +119,7 @@ pub fn bundle(args: &crate::cli::BundleArgs) -> Result<i32> {
     let compiled = sandbox::compile_policy(&policy, &inv, None)?;
     sandbox::write(&args.out, &compiled, args.force, false)?;
     // The bundle mounts these read-only; they must exist when it runs.
-    for p in sandbox::create_placeholders(&compiled.placeholders)? {
+    for p in sandbox::create_placeholders(&inv.workdir, &compiled.placeholders)? {
         eprintln!(
             "claude-shim: created placeholder {} (protected, mounted read-only)",
             p.path.display()

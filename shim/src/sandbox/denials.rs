@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::hostfs::{Dir, Kind};
+
 /// How many runs' logs are kept.
 pub const KEEP: usize = 50;
 
@@ -55,22 +57,29 @@ pub fn decided(log: &str) -> bool {
 }
 
 /// Keeps `proxy_log` as `<logs>/<id>.log`, drops the oldest beyond `KEEP`,
-/// and returns the kept path.
-pub fn keep(logs: &Path, id: &str, proxy_log: &Path) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(logs)?;
-    let dest = logs.join(format!("{id}.log"));
-    std::fs::copy(proxy_log, &dest)?;
-    let mut all: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(logs)?
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
+/// and returns the kept path. `logs` is a handle: a sandbox whose working
+/// directory is the home can plant links there, and none is followed.
+pub fn keep(logs: &Dir, id: &str, proxy_log: &Path) -> anyhow::Result<PathBuf> {
+    let name = PathBuf::from(format!("{id}.log"));
+    let mut to = logs.create_new(&name, 0o600)?;
+    // The runtime's own state directory: no sandbox writes there.
+    let mut from = std::fs::File::open(proxy_log)?;
+    std::io::copy(&mut from, &mut to)?;
+    let mut all = Vec::new();
+    for (n, kind) in logs.list(Path::new(""))? {
+        let n = PathBuf::from(n);
+        if kind == Kind::File && n.extension().is_some_and(|x| x == "log") {
+            if let Some(st) = logs.stat(&n)? {
+                all.push((st.mtime_ns, n));
+            }
+        }
+    }
     all.sort();
     let excess = all.len().saturating_sub(KEEP);
-    for (_, p) in all.into_iter().take(excess) {
-        let _ = std::fs::remove_file(p);
+    for (_, n) in all.into_iter().take(excess) {
+        let _ = logs.remove_file(&n);
     }
-    Ok(dest)
+    Ok(logs.join(name))
 }
 
 /// Called with the container's state still in place: keeps its proxy log
@@ -83,15 +92,12 @@ pub fn report(meta_dir: &Path, id: &str) {
     if !decided(&text) {
         return;
     }
-    let kept = match super::state_home() {
-        Ok(home) => match keep(&home.join("logs"), id, &log) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                tracing::warn!("keep the proxy log of {id}: {e}");
-                None
-            }
-        },
-        Err(_) => None,
+    let kept = match super::state_dir("logs").and_then(|logs| keep(&logs, id, &log)) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!("keep the proxy log of {id}: {e:#}");
+            None
+        }
     };
     let lines = refused(&text);
     for l in &lines {
@@ -139,9 +145,42 @@ not json"#;
         let src = t.path().join("proxy.log");
         std::fs::write(&src, "x\n").unwrap();
         let logs = t.path().join("logs");
+        let dir = Dir::create_beneath(t.path(), Path::new("logs"), 0o700).unwrap();
         for i in 0..KEEP + 3 {
-            keep(&logs, &format!("run{i}"), &src).unwrap();
+            keep(&dir, &format!("run{i}"), &src).unwrap();
         }
         assert_eq!(std::fs::read_dir(&logs).unwrap().count(), KEEP);
+        assert!(
+            logs.join(format!("run{}.log", KEEP + 2)).is_file(),
+            "the newest is kept"
+        );
+    }
+
+    /// Links planted in the logs directory (the home as a sandbox's working
+    /// directory): neither written through nor pruned through.
+    #[test]
+    fn planted_links_are_neither_written_nor_pruned_through() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("proxy.log");
+        std::fs::write(&src, "x\n").unwrap();
+        let victim = t.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        for i in 0..KEEP + 3 {
+            std::fs::write(victim.join(format!("v{i}.log")), "host\n").unwrap();
+        }
+        let logs = t.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        std::os::unix::fs::symlink(victim.join("v0.log"), logs.join("next.log")).unwrap();
+        let dir = Dir::open(&logs).unwrap();
+        assert!(keep(&dir, "next", &src).is_err());
+        for i in 0..KEEP + 3 {
+            keep(&dir, &format!("run{i}"), &src).unwrap();
+        }
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), KEEP + 3);
+        assert_eq!(std::fs::read_to_string(victim.join("v0.log")).unwrap(), "host\n");
+        // `logs` itself a link: the state directory is not followed there.
+        std::fs::remove_dir_all(&logs).unwrap();
+        std::os::unix::fs::symlink(&victim, &logs).unwrap();
+        assert!(Dir::create_beneath(t.path(), Path::new("logs"), 0o700).is_err());
     }
 }

@@ -12,6 +12,11 @@
 //! that finds the lease free on its way out). The placeholders created so far
 //! are listed in `.workdir-<hash>.json`, so one left by a killed sandbox is removed by
 //! the next that finishes.
+//!
+//! The sandbox can write the working directory: placeholders are created and
+//! removed below a handle on it taken before the run (`hostfs`), so a link
+//! planted during the run (`.git` pointing elsewhere) makes a removal fail,
+//! never remove something elsewhere.
 
 use std::fs::{File, OpenOptions};
 use std::hash::Hasher;
@@ -21,6 +26,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use claude_shim_bundle::Placeholder;
+
+use crate::hostfs::{Dir, Kind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -52,6 +59,8 @@ pub struct Lease {
     /// The exclusive lock, held from `acquire` to `share`.
     mutex: Option<File>,
     lease: File,
+    /// The working directory, opened before the sandbox ran.
+    wd: Dir,
 }
 
 fn key(workdir: &Path) -> String {
@@ -108,6 +117,7 @@ impl Lease {
             paths,
             mutex: Some(mutex),
             lease,
+            wd: Dir::open(workdir)?,
         })
     }
 
@@ -124,10 +134,13 @@ impl Lease {
     /// have made (one it did not make is removed only if it is still empty).
     pub fn create(&self, placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
         let mut entries = entries(&self.paths.registry)?;
-        let missing: Vec<&Placeholder> = placeholders
-            .iter()
-            .filter(|p| p.path.symlink_metadata().is_err())
-            .collect();
+        let mut missing = Vec::new();
+        for p in placeholders {
+            let rel = p.path.strip_prefix(self.wd.path()).unwrap_or(&p.path);
+            if self.wd.stat(rel)?.is_none() {
+                missing.push(p);
+            }
+        }
         if missing.is_empty() {
             return Ok(Vec::new());
         }
@@ -143,7 +156,7 @@ impl Lease {
         self.store(&entries)?;
         let mut made = Vec::new();
         for p in missing {
-            if super::create_placeholder(p)? {
+            if super::create_placeholder(&self.wd, p)? {
                 made.push(p.clone());
             }
         }
@@ -169,7 +182,12 @@ impl Lease {
     }
 
     fn clean(self) -> Result<()> {
-        let Lease { paths, mutex, lease } = self;
+        let Lease {
+            paths,
+            mutex,
+            lease,
+            wd,
+        } = self;
         // Our shared hold ends here, before the lock is taken: of sandboxes
         // leaving together, the last to take the lock finds the lease free.
         drop(lease);
@@ -177,7 +195,7 @@ impl Lease {
             Some(m) => m,
             None => lock_current(&paths.lock)?,
         };
-        clean_locked(&paths).map(|_| ())
+        clean_locked(&paths, &wd).map(|_| ())
     }
 }
 
@@ -200,7 +218,10 @@ pub fn collect(state: &Path, key: &str) -> Result<bool> {
         Ok(m) if m.ino() == file.metadata()?.ino() => {}
         _ => return Ok(false),
     }
-    clean_locked(&paths)
+    // The working directory is not known here: its placeholders are
+    // resolved from / (the paths were resolved when they were made), as
+    // strictly: no link on the way.
+    clean_locked(&paths, &Dir::open(Path::new("/"))?)
 }
 
 /// The working-directory key of a lease file's name, if it is one.
@@ -211,8 +232,9 @@ pub fn key_of(file_name: &str) -> Option<&str> {
 }
 
 /// With the directory's lock held: if no sandbox holds the lease, removes
-/// every recorded placeholder still empty, the record and the lease files.
-fn clean_locked(paths: &Paths) -> Result<bool> {
+/// every recorded placeholder still empty (below `base`), the record and
+/// the lease files.
+fn clean_locked(paths: &Paths, base: &Dir) -> Result<bool> {
     // Under the lock, the lease at the path is the current one. Without one
     // no sandbox holds it (a sandbox killed before it opened one, or another
     // cleaner came first).
@@ -227,7 +249,7 @@ fn clean_locked(paths: &Paths) -> Result<bool> {
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("open {}", paths.lease.display())),
     }
-    remove_placeholders(&entries(&paths.registry)?);
+    remove_placeholders(&entries(&paths.registry)?, base);
     let tmp = paths.registry.with_extension("json.tmp");
     for p in [&tmp, &paths.registry, &paths.lease, &paths.lock] {
         if let Err(e) = std::fs::remove_file(p) {
@@ -239,18 +261,29 @@ fn clean_locked(paths: &Paths) -> Result<bool> {
     Ok(true)
 }
 
-/// Removes placeholders that are still empty; one the user has since filled is kept.
-fn remove_placeholders(entries: &[Entry]) {
+/// Removes placeholders that are still empty; one the user has since filled
+/// is kept, and so is one a link now stands in the way of.
+fn remove_placeholders(entries: &[Entry], base: &Dir) {
     for p in entries.iter().rev() {
+        let Ok(rel) = p.path.strip_prefix(base.path()) else {
+            tracing::debug!(
+                "kept placeholder {}: not below {}",
+                p.path.display(),
+                base.path().display()
+            );
+            continue;
+        };
         let r = if p.dir {
-            std::fs::remove_dir(&p.path)
-        } else if p.path.symlink_metadata().is_ok_and(|m| m.is_file() && m.len() == 0) {
-            std::fs::remove_file(&p.path)
+            base.remove_dir(rel)
         } else {
-            Ok(())
+            match base.stat(rel) {
+                Ok(Some(st)) if st.kind == Kind::File && st.len == 0 => base.remove_file(rel),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            }
         };
         if let Err(e) = r {
-            if e.kind() != ErrorKind::NotFound {
+            if !e.is_not_found() {
                 tracing::debug!("kept placeholder {}: {e}", p.path.display());
             }
         }
@@ -325,5 +358,40 @@ mod tests {
         b.share().unwrap();
         b.release();
         assert!(!wd.join(".mcp.json").exists());
+    }
+
+    /// Issue 23: during the run the sandbox moves `.git` aside and plants
+    /// `.git -> elsewhere`, and a link as `.mcp.json`; the way out (the last
+    /// lease, or the garbage collector after a kill) removes nothing there.
+    #[test]
+    fn links_planted_during_the_run_are_not_followed_on_the_way_out() {
+        for killed in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let (state, wd, victim) = (t.path().join("state"), t.path().join("wd"), t.path().join("victim"));
+            std::fs::create_dir_all(wd.join(".git")).unwrap();
+            std::fs::create_dir_all(victim.join("hooks")).unwrap();
+            std::fs::write(victim.join("empty"), "").unwrap();
+            let want = [ph(wd.join(".git/hooks"), true), ph(wd.join(".mcp.json"), false)];
+            let mut a = Lease::acquire(&state, &wd).unwrap();
+            assert_eq!(a.create(&want).unwrap().len(), 2);
+            a.share().unwrap();
+            std::fs::rename(wd.join(".git"), wd.join(".git-x")).unwrap();
+            std::os::unix::fs::symlink(&victim, wd.join(".git")).unwrap();
+            std::fs::remove_file(wd.join(".mcp.json")).unwrap();
+            std::os::unix::fs::symlink(victim.join("empty"), wd.join(".mcp.json")).unwrap();
+            if killed {
+                drop(a);
+                assert!(collect(&state, &key(&wd)).unwrap());
+            } else {
+                a.release();
+            }
+            assert!(
+                victim.join("hooks").is_dir(),
+                "removed through the planted .git (killed: {killed})"
+            );
+            assert!(victim.join("empty").is_file());
+            // The link itself is the sandbox's leftover in the working directory.
+            assert!(wd.join(".mcp.json").is_symlink());
+        }
     }
 }

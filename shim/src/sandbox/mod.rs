@@ -14,15 +14,28 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context, Result};
 use claude_shim_bundle::{compile, write_bundle, Compiled, Invocation, Placeholder, Policy, WriteOptions};
 
-/// `$XDG_STATE_HOME/claude-shim` (default `~/.local/state/claude-shim`):
-/// what claude-shim keeps for the user (logs of the last runs, the agent's
-/// configuration of `claude`).
-pub fn state_home() -> Result<PathBuf> {
-    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|x| Path::new(x).is_absolute()) {
-        return Ok(PathBuf::from(x).join("claude-shim"));
-    }
-    let home = std::env::var_os("HOME").context("find the state directory: HOME is not set")?;
-    Ok(PathBuf::from(home).join(".local/state/claude-shim"))
+/// `$XDG_STATE_HOME/claude-shim/NAME` (default `~/.local/state/...`): what
+/// claude-shim keeps for the user (`logs` of the last runs, the agent's
+/// configuration of `claude`), created where missing. A sandbox whose
+/// working directory is the home can write there, so nothing below the home
+/// (or below $XDG_STATE_HOME when it lies elsewhere) is followed if it is a
+/// link.
+pub fn state_dir(name: &str) -> Result<crate::hostfs::Dir> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    let xdg = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|x| x.is_absolute());
+    let (anchor, rel) = match (xdg, home) {
+        (Some(x), Some(h)) if x.starts_with(&h) => (h.clone(), x.strip_prefix(&h).unwrap_or(&x).to_path_buf()),
+        (Some(x), _) => (x, PathBuf::new()),
+        (None, Some(h)) => (h, PathBuf::from(".local/state")),
+        (None, None) => anyhow::bail!("find the state directory: HOME is not set"),
+    };
+    Ok(crate::hostfs::Dir::create_beneath(
+        &anchor,
+        &rel.join("claude-shim").join(name),
+        0o700,
+    )?)
 }
 
 /// `--policy`: a path, or the name of an embedded policy (`agent`, `offline`).
@@ -87,28 +100,41 @@ pub fn compile_policy(policy: &Policy, inv: &Invocation, index_dir: Option<&Path
 /// Protected paths missing from the working directory are created empty so
 /// they can be mounted read-only (the sandbox cannot plant a git hook or an
 /// MCP config there). For `bundle`, which leaves them; a run uses `lease`.
-pub fn create_placeholders(placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
+pub fn create_placeholders(workdir: &Path, placeholders: &[Placeholder]) -> Result<Vec<Placeholder>> {
+    let wd = crate::hostfs::Dir::open(workdir)?;
     let mut made = Vec::new();
     for p in placeholders {
-        if create_placeholder(p)? {
+        if create_placeholder(&wd, p)? {
             made.push(p.clone());
         }
     }
     Ok(made)
 }
 
-/// Creates one placeholder unless something is at its path; true if it did.
-pub fn create_placeholder(p: &Placeholder) -> Result<bool> {
-    if p.path.symlink_metadata().is_ok() {
+/// Creates one placeholder below `wd` (a handle on the working directory:
+/// a sandbox may have planted links in it) unless something is at its
+/// path; true if it did.
+pub fn create_placeholder(wd: &crate::hostfs::Dir, p: &Placeholder) -> Result<bool> {
+    let Ok(rel) = p.path.strip_prefix(wd.path()) else {
+        anyhow::bail!(
+            "create placeholder {}: it is not in the working directory {}",
+            p.path.display(),
+            wd.path().display()
+        );
+    };
+    if wd.stat(rel)?.is_some() {
         return Ok(false);
     }
     let r = if p.dir {
-        std::fs::create_dir(&p.path)
+        wd.create_dir(rel, 0o755)
     } else {
-        std::fs::File::create_new(&p.path).map(|_| ())
+        wd.write_new(rel, b"", 0o644)
     };
-    r.with_context(|| format!("create placeholder {}", p.path.display()))?;
-    Ok(true)
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_exists() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Points `compiled` at a rootfs skeleton shared by every `sandbox` run with

@@ -123,14 +123,14 @@ impl World {
     fn assert_nothing_left(&self) {
         let ours = self.root.join(".claude-shim");
         // The shared rootfs skeleton and the .env index are kept across runs
-        // on purpose (docs/startup.md).
+        // on purpose (docs/startup.md), and so is the per-command entry (bin/).
         let left: Vec<_> = std::fs::read_dir(&ours)
             .map(|r| {
                 r.flatten()
                     .map(|e| e.file_name())
                     .filter(|n| {
                         let n = n.to_string_lossy();
-                        !n.starts_with("rootfs-") && !n.starts_with(".env-index-")
+                        !n.starts_with("rootfs-") && !n.starts_with(".env-index-") && n != "bin"
                     })
                     .collect()
             })

@@ -220,7 +220,8 @@ fn interactive(per_command: bool, exit_key: &str) {
         .map(|r| {
             r.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !n.starts_with("rootfs-") && !n.starts_with(".env-index-"))
+                // Kept on purpose: the shared caches and the per-command entry (bin/).
+                .filter(|n| !n.starts_with("rootfs-") && !n.starts_with(".env-index-") && n != "bin")
                 .collect()
         })
         .unwrap_or_default();

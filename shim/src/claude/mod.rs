@@ -5,6 +5,7 @@
 //! changes each mode makes. The sandboxing itself is `sandbox`'s.
 
 pub mod import;
+pub mod shell_tmp;
 
 use std::path::{Path, PathBuf};
 
@@ -205,6 +206,31 @@ pub fn whole_agent_policy(mut base: Policy, config_dir: &Path) -> Result<Policy>
     set.insert(env_name("CLAUDE_CONFIG_DIR"), dir.to_owned());
     set.insert(env_name("DISABLE_AUTOUPDATER"), "1".to_owned());
     Ok(base)
+}
+
+/// Refuses the home directory (or a directory holding it) as the project
+/// of `claude`: the sandbox could write the start-up files the host runs.
+/// `/` is the compiler's to refuse.
+pub fn refuse_home(project: &Path) -> Result<()> {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) else {
+        return Ok(());
+    };
+    let home = std::fs::canonicalize(&home).unwrap_or(home);
+    let why = "whose shell, git and desktop start-up files the host runs";
+    if project == home {
+        bail!(
+            "run claude from a project directory: {} is your home directory, {why}",
+            project.display()
+        );
+    }
+    if home.starts_with(project) && project != Path::new("/") {
+        bail!(
+            "run claude from a project directory: {} holds your home directory {}, {why}",
+            project.display(),
+            home.display()
+        );
+    }
+    Ok(())
 }
 
 /// The project a per-command sandbox is rooted at: the git top level of

@@ -19,16 +19,20 @@ use crate::sandbox;
 /// The name the entry point is called by (a link to claude-shim).
 pub const SHELL_ENTRY: &str = "claude-shim-shell";
 /// What `claude --per-command` tells the entry point: the project root, the
-/// directory Claude Code keeps its working-directory file in, the policy.
+/// directory Claude Code keeps its working-directory file in, the policy,
+/// the runtime's state root (where the entry and the calls' temp directories are).
 pub const PROJECT_ENV: &str = "CLAUDE_SHIM_PROJECT";
 pub const SHARED_TMP_ENV: &str = "CLAUDE_SHIM_SHELL_TMPDIR";
 pub const POLICY_ENV: &str = "CLAUDE_SHIM_POLICY";
+pub const ROOT_ENV: &str = "CLAUDE_SHIM_SHELL_ROOT";
 
 pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     if args.per_command {
-        return per_command(args);
+        return per_command(rt, args);
     }
     foreground::defer_termination()?;
+    let cwd = std::env::current_dir().context("read the working directory")?;
+    claude::refuse_home(&std::fs::canonicalize(&cwd).with_context(|| format!("open {}", cwd.display()))?)?;
     claude::require_credential()?;
     let upstream = claude::upstream()?;
     let exe = claude::find_claude()?;
@@ -50,58 +54,78 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
 }
 
 /// The entry point CLAUDE_CODE_SHELL_PREFIX names: a link to this binary in
-/// the state directory, made (again) when it is missing or points elsewhere.
-fn shell_entry() -> Result<PathBuf> {
+/// the runtime's state directory (`<root>/.claude-shim/bin`: /run is a
+/// private tmpfs in every sandbox and /run/user is masked, so no sandbox can
+/// replace it), made (again) when it is missing or points elsewhere.
+fn shell_entry(rt: &Runtime) -> Result<PathBuf> {
     let exe = crate::seal::exe_on_disk()?;
-    let bin = sandbox::state_dir("bin")?.path().to_path_buf();
-    let link = bin.join(SHELL_ENTRY);
-    if std::fs::read_link(&link).ok().as_deref() != Some(exe.as_path()) {
-        let tmp = bin.join(format!(".{SHELL_ENTRY}.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&exe, &tmp).with_context(|| format!("link {}", tmp.display()))?;
-        std::fs::rename(&tmp, &link).with_context(|| format!("link {}", link.display()))?;
+    std::fs::create_dir_all(&rt.root).with_context(|| format!("create state directory {}", rt.root.display()))?;
+    let bin = crate::hostfs::Dir::create_beneath(&rt.root, Path::new(".claude-shim/bin"), 0o755)?;
+    let link = Path::new(SHELL_ENTRY);
+    if bin.read_link(link)?.as_deref() != Some(exe.as_path()) {
+        bin.replace_symlink(link, &exe)?;
     }
-    Ok(link)
+    Ok(bin.join(link))
 }
 
-fn per_command(args: &crate::cli::Claude) -> Result<i32> {
+/// Refuses a place the sandboxes of `project` could write: the shell entry
+/// and the directory Claude Code reads are the host's.
+fn outside_project(what: &str, path: &Path, project: &Path) -> Result<()> {
+    let path = std::fs::canonicalize(path).with_context(|| format!("open {}", path.display()))?;
+    if path.starts_with(project) {
+        bail!(
+            "run claude --per-command: {what} {} lies in the project {}, where its sandboxes can write",
+            path.display(),
+            project.display()
+        );
+    }
+    Ok(())
+}
+
+fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let exe = claude::find_claude()?;
     let cwd = std::env::current_dir().context("read the working directory")?;
     let cwd = std::fs::canonicalize(&cwd).with_context(|| format!("open {}", cwd.display()))?;
     let project = claude::project_root(&cwd);
-    let entry = shell_entry()?;
+    claude::refuse_home(&project)?;
+    std::fs::create_dir_all(&rt.root).with_context(|| format!("create state directory {}", rt.root.display()))?;
+    outside_project("the state directory", &rt.root, &project)?;
+    let entry = shell_entry(rt)?;
     // Claude Code writes the shell's working directory into a file in its
-    // temp directory after each command; the sandboxes get this directory
-    // writable so that a `cd` carries over to the next command.
+    // temp directory after each command (claude::shell_tmp): each call gets
+    // a directory of its own bound there, and only that file comes back.
     let uid = nix::unistd::geteuid().as_raw();
     let shared = std::env::temp_dir().join(format!("claude-shim-{uid}-{}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&shared)
         .with_context(|| format!("create {}", shared.display()))?;
-    let mut cmd = std::process::Command::new(&exe);
-    cmd.args(&args.args)
-        .env("CLAUDE_CODE_SHELL_PREFIX", &entry)
-        .env("CLAUDE_CODE_TMPDIR", &shared)
-        .env(PROJECT_ENV, &project)
-        .env(SHARED_TMP_ENV, &shared);
-    match &args.policy {
-        Some(p) => cmd.env(POLICY_ENV, p),
-        None => cmd.env_remove(POLICY_ENV),
-    };
-    let status = cmd
-        .spawn()
-        .with_context(|| format!("execute {}", exe.display()))
-        .and_then(|mut child| {
-            // The terminal's Ctrl-C is claude's to handle; this process only
-            // waits. Ignored after the spawn, so claude keeps default dispositions.
-            use nix::sys::signal::{signal, SigHandler, Signal};
-            for s in [Signal::SIGINT, Signal::SIGQUIT] {
-                // SAFETY: SIG_IGN installs no handler code.
-                let _ = unsafe { signal(s, SigHandler::SigIgn) };
-            }
-            child.wait().context("wait for claude")
-        });
+    let status = outside_project("the temp directory", &shared, &project).and_then(|()| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(&args.args)
+            .env("CLAUDE_CODE_SHELL_PREFIX", &entry)
+            .env("CLAUDE_CODE_TMPDIR", &shared)
+            .env(PROJECT_ENV, &project)
+            .env(SHARED_TMP_ENV, &shared)
+            .env(ROOT_ENV, &rt.root);
+        match &args.policy {
+            Some(p) => cmd.env(POLICY_ENV, p),
+            None => cmd.env_remove(POLICY_ENV),
+        };
+        cmd.spawn()
+            .with_context(|| format!("execute {}", exe.display()))
+            .and_then(|mut child| {
+                // The terminal's Ctrl-C is claude's to handle; this process only
+                // waits. Ignored after the spawn, so claude keeps default dispositions.
+                use nix::sys::signal::{signal, SigHandler, Signal};
+                for s in [Signal::SIGINT, Signal::SIGQUIT] {
+                    // SAFETY: SIG_IGN installs no handler code.
+                    let _ = unsafe { signal(s, SigHandler::SigIgn) };
+                }
+                child.wait().context("wait for claude")
+            })
+    });
+    // No sandbox ever saw this directory: Claude Code's alone.
     if let Err(e) = std::fs::remove_dir_all(&shared) {
         tracing::warn!("remove {}: {e}", shared.display());
     }
@@ -119,19 +143,35 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
         );
     };
     foreground::defer_termination()?;
+    // The state root of the `claude --per-command` that made the entry.
+    let own;
+    let rt = match std::env::var_os(ROOT_ENV).filter(|r| Path::new(r).is_absolute()) {
+        Some(root) => {
+            own = Runtime::new(Some(Path::new(&root)), rt.systemd_cgroup)?;
+            &own
+        }
+        None => rt,
+    };
     let cwd = std::env::current_dir().context("read the working directory")?;
     let cwd = std::fs::canonicalize(&cwd).with_context(|| format!("open {}", cwd.display()))?;
     let project = match std::env::var_os(PROJECT_ENV) {
         Some(p) => PathBuf::from(p),
         None => claude::project_root(&cwd),
     };
+    claude::refuse_home(&project)?;
     let mut policy = sandbox::load_policy(std::env::var(POLICY_ENV).ok().as_deref())?;
-    if let Some(shared) = std::env::var_os(SHARED_TMP_ENV) {
-        let shared = Path::new(&shared);
-        let shared = shared
+    let call = match std::env::var_os(SHARED_TMP_ENV) {
+        Some(shared) => Some(
+            claude::shell_tmp::CallTmp::new(&rt.root, Path::new(&shared), command)
+                .with_context(|| format!("use {SHARED_TMP_ENV}"))?,
+        ),
+        None => None,
+    };
+    if let Some(call) = &call {
+        let shared = call
+            .shared()
             .to_str()
-            .filter(|_| shared.is_absolute() && shared.is_dir())
-            .with_context(|| format!("use {SHARED_TMP_ENV}={}: not an absolute directory", shared.display()))?;
+            .context("the temp directory's path is not UTF-8")?;
         policy.filesystem.writable.push(
             claude_shim_bundle::policy::values::BindPath::try_from(shared.to_owned())
                 .map_err(|e| anyhow::anyhow!("use {SHARED_TMP_ENV}: {e}"))?,
@@ -154,12 +194,19 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
         command.clone(),
     ];
     let inv = sandbox::invocation(Some(&project), None, &argv, false)?;
-    run_policy(rt, &policy, &inv, &mut |c| {
+    let code = run_policy(rt, &policy, &inv, &mut |c| {
         if let Some(p) = c.spec.process_mut() {
             p.set_cwd(cwd.clone());
         }
-        Ok(())
-    })
+        match &call {
+            Some(call) => call.bind(&mut c.spec),
+            None => Ok(()),
+        }
+    });
+    if let Some(call) = call {
+        call.finish();
+    }
+    code
 }
 
 /// `policy import [FILE]`: the TOML policy on stdout, what it could not

@@ -1,7 +1,8 @@
 //! What killed sandboxes left in the state directory beside their containers
 //! (which the runtime collects): the bundle of each run, half-written
 //! bundles and skeletons, console sockets, and the placeholders in working
-//! directories no sandbox holds any more (`lease::collect`). The shared
+//! directories no sandbox holds any more (`lease::collect`), the temp
+//! directories of `claude --per-command` calls. The shared
 //! caches stay: `rootfs-<hash>` skeletons, `.env-index-*` files and the
 //! seccomp program cache (outside the state directory).
 //!
@@ -16,9 +17,10 @@ use std::path::Path;
 use crate::runtime::gc::{maker_gone, Collected};
 
 /// The pid in a name this module collects, if it is one: `sandbox-<pid>-<hex>.bundle`,
-/// `.NAME.new-<pid>`, `.NAME.old-<pid>`, `console-<pid>.sock`.
+/// `sandbox-<pid>-<hex>.tmp` (claude::shell_tmp), `.NAME.new-<pid>`, `.NAME.old-<pid>`,
+/// `console-<pid>.sock`.
 fn maker_pid(name: &str) -> Option<i32> {
-    if let Some(id) = name.strip_suffix(".bundle") {
+    if let Some(id) = name.strip_suffix(".bundle").or_else(|| name.strip_suffix(".tmp")) {
         let rest = id.strip_prefix("sandbox-")?;
         let (pid, nanos) = rest.split_once('-')?;
         u32::from_str_radix(nanos, 16).ok()?;
@@ -84,6 +86,7 @@ mod tests {
     #[test]
     fn only_names_with_a_makers_pid_are_collected() {
         assert_eq!(maker_pid("sandbox-123-0abc.bundle"), Some(123));
+        assert_eq!(maker_pid("sandbox-123-0abc.tmp"), Some(123));
         assert_eq!(maker_pid(".sandbox-123-0abc.bundle.new-77"), Some(77));
         assert_eq!(maker_pid(".rootfs-0123456789abcdef.new-9"), Some(9));
         assert_eq!(maker_pid("console-5.sock"), Some(5));
@@ -94,6 +97,7 @@ mod tests {
             "mycontainer",
             "x.bundle",
             "sandbox-1-zz.bundle",
+            "x.tmp",
             ".workdir-00.lock",
         ] {
             assert_eq!(maker_pid(kept), None, "{kept}");
@@ -110,6 +114,7 @@ mod tests {
         let me = std::process::id();
         for d in [
             format!("sandbox-{dead}-1f.bundle"),
+            format!("sandbox-{dead}-2f.tmp"),
             format!("sandbox-{me}-1f.bundle"),
             "rootfs-0123456789abcdef".to_owned(),
             format!(".rootfs-0123456789abcdef.new-{dead}"),
@@ -126,7 +131,7 @@ mod tests {
         drop(lease); // killed
         let got = collect(&state);
         assert!(got.failed.is_empty(), "{:?}", got.failed);
-        assert_eq!(got.removed.len(), 3, "{:?}", got.removed);
+        assert_eq!(got.removed.len(), 4, "{:?}", got.removed);
         let mut left: Vec<String> = fs::read_dir(&state)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

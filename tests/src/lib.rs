@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod claude_world;
 pub mod cri;
 pub mod docker;
 pub mod engines;

@@ -24,8 +24,10 @@ pub struct CallTmp {
     ours: Dir,
     /// Its name there: `sandbox-<pid>-<hex>.tmp` (the garbage collector's pattern).
     name: PathBuf,
-    /// The directory Claude Code reads, which no sandbox sees.
+    /// The directory Claude Code reads, which no sandbox sees, as Claude
+    /// Code names it and resolved (the compiled bind's path).
     shared: PathBuf,
+    resolved: PathBuf,
     /// The cwd file the command writes, if Claude Code asked for one.
     cwd: Option<String>,
 }
@@ -59,6 +61,7 @@ impl CallTmp {
         if !shared.is_absolute() || !shared.is_dir() {
             bail!("use {}: not an absolute directory", shared.display());
         }
+        let resolved = std::fs::canonicalize(shared).with_context(|| format!("resolve {}", shared.display()))?;
         std::fs::create_dir_all(root).with_context(|| format!("create state directory {}", root.display()))?;
         let ours = Dir::create_beneath(root, Path::new(".claude-shim"), 0o755)?;
         let nanos = std::time::SystemTime::now()
@@ -71,6 +74,7 @@ impl CallTmp {
             ours,
             name,
             shared: shared.to_path_buf(),
+            resolved,
             cwd: cwd_file(command, shared),
         })
     }
@@ -86,7 +90,7 @@ impl CallTmp {
         let mounts = spec.mounts_mut().get_or_insert_with(Vec::new);
         let bind = mounts
             .iter_mut()
-            .find(|m| m.destination() == &self.shared && m.source().as_deref() == Some(self.shared.as_path()));
+            .find(|m| m.destination() == &self.resolved && m.source().as_deref() == Some(self.resolved.as_path()));
         match bind {
             Some(m) => {
                 m.set_source(Some(own));
@@ -95,7 +99,7 @@ impl CallTmp {
             None => bail!(
                 "bind {} at {}: the sandbox has no bind of it",
                 own.display(),
-                self.shared.display()
+                self.resolved.display()
             ),
         }
     }
@@ -177,6 +181,7 @@ mod tests {
     fn call(t: &Path) -> (CallTmp, PathBuf, PathBuf) {
         let (root, shared) = (t.join("root"), t.join("shared"));
         std::fs::create_dir_all(&shared).unwrap();
+        let shared = std::fs::canonicalize(shared).unwrap();
         let cmd = composed("cd sub", &format!("{}/claude-ab12-cwd", shared.display()));
         let c = CallTmp::new(&root, &shared, &cmd).unwrap();
         let own = c.ours.join(&c.name);
@@ -243,6 +248,20 @@ mod tests {
         c.bind(&mut spec).unwrap();
         let m = spec.mounts().as_ref().unwrap().last().unwrap();
         assert_eq!((m.destination(), m.source().as_deref()), (&shared, Some(own.as_path())));
+        c.finish();
+        // Named through a link (TMPDIR may be one): the compiled bind is of the resolved path.
+        let link = t.path().join("tmp-link");
+        std::os::unix::fs::symlink(&shared, &link).unwrap();
+        let c = CallTmp::new(&t.path().join("root"), &link, "true").unwrap();
+        let mut spec = oci_spec::runtime::Spec::default();
+        let m = oci_spec::runtime::MountBuilder::default()
+            .destination(&shared)
+            .source(&shared)
+            .typ("bind")
+            .build()
+            .unwrap();
+        spec.set_mounts(Some(vec![m]));
+        c.bind(&mut spec).unwrap();
         c.finish();
     }
 }

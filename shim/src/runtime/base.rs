@@ -42,7 +42,9 @@ pub fn validate_id(id: &str) -> Result<()> {
     if id.is_empty() {
         bail!("use an empty container id: ids are 1 or more of [A-Za-z0-9_+.-]");
     }
-    if id == "." || id == ".." || id == OURS {
+    // `bin`: <root>/.claude-shim/bin holds `claude --per-command`'s shell
+    // entry, where a container's state directory of that name would go.
+    if id == "." || id == ".." || id == OURS || id == "bin" {
         bail!("use container id {id:?}: it is reserved");
     }
     if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || "_+-.".contains(*c))) {
@@ -208,7 +210,7 @@ mod tests {
         for ok in ["abc", "a.b-c_d+e", "0"] {
             validate_id(ok).unwrap();
         }
-        for bad in ["", "../x", "a/b", ".", "..", ".claude-shim", "a b"] {
+        for bad in ["", "../x", "a/b", ".", "..", ".claude-shim", "bin", "a b"] {
             assert!(validate_id(bad).is_err(), "{bad}");
         }
     }

@@ -7,9 +7,12 @@
 //! (`compile::mounts`), and whatever is created during a run is for the
 //! quarantine at exit to find. Nothing here makes a system call.
 
+use std::path::{Path, PathBuf};
+
 use self::Depth::{Any, Root};
 use self::Missing::{EmptyDir, EmptyFileInHome, Nothing};
 use self::Shape::{Dir, File, Git};
+use crate::compile::PathKind;
 
 /// What an entry is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +200,40 @@ pub const HOST_RUN: &[HostRun] = &[
     entry(".zshenv", File, Root, EmptyFileInHome, "zsh: start-up file of a home"),
 ];
 
+/// What git runs code from or follows inside a repository's `.git`: a new
+/// one in a repository that was there at start is for the quarantine.
+pub const GIT_INNER: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
+
+/// The host-run entries of a working directory: those of `found` (the one
+/// search, made at start and again at exit) with a host-run name, the
+/// top-level ones the search does not look for, and what `GIT_INNER` names
+/// in every repository directory found, as `kind` (lstat) sees them. Sorted.
+pub fn present(
+    workdir: &Path,
+    found: &[(PathBuf, PathKind)],
+    kind: &dyn Fn(&Path) -> Option<PathKind>,
+) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (path, k) in found {
+        if !path.file_name().and_then(|n| n.to_str()).is_some_and(is_nested_name) {
+            continue;
+        }
+        out.push(path.clone());
+        if path.file_name().is_some_and(|n| n == ".git") && *k == PathKind::Dir {
+            out.extend(GIT_INNER.iter().map(|n| path.join(n)).filter(|p| kind(p).is_some()));
+        }
+    }
+    for h in HOST_RUN.iter().filter(|h| h.depth == Depth::Root) {
+        let p = workdir.join(h.name);
+        if kind(&p).is_some() {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The entry named `name`, if any.
 pub fn find(name: &str) -> Option<&'static HostRun> {
     HOST_RUN.iter().find(|h| h.name == name)
@@ -228,6 +265,35 @@ mod tests {
             }
         }
         assert!(is_nested_name(".git") && is_nested_name(".claude") && is_nested_name(".envrc"));
+    }
+
+    #[test]
+    fn present_lists_entries_the_top_level_ones_and_inside_repositories() {
+        let wd = Path::new("/p");
+        let found = vec![
+            (PathBuf::from("/p/.git"), PathKind::Dir),
+            (PathBuf::from("/p/.env"), PathKind::File),
+            (PathBuf::from("/p/sub/.claude"), PathKind::Dir),
+            (PathBuf::from("/p/sub/.git"), PathKind::File),
+        ];
+        let exists = ["/p/.git/config", "/p/.git/hooks", "/p/.bashrc", "/p/sub/.git/config"];
+        let kind = |p: &Path| exists.iter().any(|e| Path::new(e) == p).then_some(PathKind::File);
+        let got: Vec<String> = present(wd, &found, &kind)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        // Not the .env (not host-run), not inside a `.git` file's repository.
+        assert_eq!(
+            got,
+            [
+                "/p/.bashrc",
+                "/p/.git",
+                "/p/.git/config",
+                "/p/.git/hooks",
+                "/p/sub/.claude",
+                "/p/sub/.git"
+            ]
+        );
         assert!(!is_nested_name(".bashrc") && !is_nested_name("src"));
     }
 }

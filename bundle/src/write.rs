@@ -158,6 +158,7 @@ mod tests {
                 SkeletonEntry::File("vmlinuz".into()),
             ],
             placeholders: vec![],
+            host_run: None,
             opt_outs: vec![],
         }
     }

@@ -97,6 +97,8 @@ pub enum Command {
     Gc,
     /// Policy tools: `policy import [FILE]` translates Claude Code's or srt's sandbox settings
     Policy(PolicyArgs),
+    /// What sandboxes left that the host would run, moved aside at their exit: `list`, `restore RUN`
+    Quarantine(QuarantineArgs),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
@@ -153,6 +155,23 @@ pub enum PolicyCommand {
     Import {
         /// The settings file
         file: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct QuarantineArgs {
+    #[command(subcommand)]
+    pub command: Option<QuarantineCommand>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum QuarantineCommand {
+    /// List every run that moved something aside, with where each entry was (the default)
+    List,
+    /// Put a run's entries back where they were (an entry whose place is taken stays)
+    Restore {
+        /// The run, as `list` names it
+        run: String,
     },
 }
 

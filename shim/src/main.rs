@@ -119,6 +119,7 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Policy(a) => match &a.command {
             cli::PolicyCommand::Import { file } => commands::claude::policy_import(file.as_deref()),
         },
+        Command::Quarantine(a) => commands::quarantine::quarantine(a),
         Command::Probe(_) => unreachable!("handled above"),
         Command::Network(a) => network::run_helper(a),
     }

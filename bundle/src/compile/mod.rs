@@ -19,7 +19,7 @@ mod resolve;
 /// period of its quota: the runtime's admin policy applies them to specs an
 /// engine wrote.
 pub use linux::CPU_PERIOD;
-pub use mounts::{MASKED_PATHS, READONLY_PATHS};
+pub use mounts::{search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT, MASKED_PATHS, READONLY_PATHS};
 
 pub use input::{HostView, Invocation, PathKind};
 pub use output::{CompileError, Compiled, Placeholder, SkeletonEntry};
@@ -98,6 +98,7 @@ pub fn compile(policy: &Policy, host: &dyn HostView, inv: &Invocation) -> Result
         spec,
         skeleton: fs.skeleton,
         placeholders: fs.placeholders,
+        host_run: fs.host_run,
         opt_outs,
     })
 }

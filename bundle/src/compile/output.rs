@@ -35,6 +35,11 @@ pub struct Compiled {
     pub spec: Spec,
     pub skeleton: Vec<SkeletonEntry>,
     pub placeholders: Vec<Placeholder>,
+    /// The host-run entries (`host_run`) under the working directory at
+    /// start, as `host_run::present` lists them: what the quarantine at exit
+    /// leaves alone. None: the run cannot make any (a read-only working
+    /// directory).
+    pub host_run: Option<Vec<PathBuf>>,
     /// Every loosening the policy spelled out, one line each (also in the
     /// `run.claude-shim.opt-outs` annotation), for `verify` to report.
     pub opt_outs: Vec<String>,

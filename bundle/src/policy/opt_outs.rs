@@ -2,7 +2,7 @@
 //! in the `run.claude-shim.opt-outs` annotation and `verify` reports.
 
 use super::schema::Policy;
-use super::values::{NetworkMode, ProfileRef};
+use super::values::{AfterEffects, NetworkMode, ProfileRef};
 
 impl Policy {
     /// Every loosening the policy spells out, one line each, for `verify`.
@@ -22,6 +22,12 @@ impl Policy {
         }
         if !fs.hide_env_files {
             out.push("filesystem.hide_env_files = false".to_owned());
+        }
+        if fs.after_effects == AfterEffects::Report {
+            out.push(
+                "filesystem.after_effects = \"report\" (what the run leaves that the host would run stays in place)"
+                    .to_owned(),
+            );
         }
         for n in &self.environment.pass_secrets {
             out.push(format!("environment.pass_secrets: {}", n.0));

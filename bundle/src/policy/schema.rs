@@ -107,6 +107,9 @@ pub struct Filesystem {
     /// Added to `BUILTIN_MASKED`.
     #[serde(default)]
     pub masked: Vec<AbsPath>,
+    /// What a run leaves that the host would run: moved aside or reported.
+    #[serde(default)]
+    pub after_effects: AfterEffects,
 }
 
 impl Default for Filesystem {
@@ -123,6 +126,7 @@ impl Default for Filesystem {
             unhidden: Vec::new(),
             hide_env_files: true,
             masked: Vec::new(),
+            after_effects: AfterEffects::Quarantine,
         }
     }
 }

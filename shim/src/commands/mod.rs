@@ -6,6 +6,7 @@ pub mod exec;
 pub mod features;
 pub mod gc;
 pub mod info;
+pub mod quarantine;
 pub mod run;
 pub mod sandbox;
 pub mod spec;

@@ -11,6 +11,7 @@ use crate::commands::run::{generated_id, run_bundle, RunOptions};
 use crate::runtime::{foreground, Runtime};
 use crate::sandbox;
 use crate::sandbox::lease::Lease;
+use crate::sandbox::quarantine::Watch;
 
 /// How long a command has to exit after Ctrl-C or SIGTERM before it is killed.
 const GRACE: Duration = Duration::from_secs(2);
@@ -53,9 +54,11 @@ pub fn run_policy(
     // Taken before compiling: another sandbox on this directory must not
     // remove a placeholder this one is about to mount.
     let mut lease = Lease::acquire(&ours, &inv.workdir)?;
+    let mut watch = None;
     let result = (|| {
         let mut compiled = sandbox::compile_policy(policy, inv, Some(&ours))?;
         edit(&mut compiled)?;
+        watch = Watch::start(&inv.workdir, &compiled, policy.filesystem.after_effects, &id)?;
         sandbox::share_skeleton(&mut compiled, &ours)?;
         crate::timing::mark("policy compiled");
         lease.create(&compiled.placeholders)?;
@@ -83,6 +86,15 @@ pub fn run_policy(
             tracing::warn!("{e:#}");
         }
         crate::timing::mark("deleted");
+    }
+    // What the run left that the host would run, before the placeholders
+    // go: they are told apart by the lease's record.
+    if let Some(w) = watch {
+        let host = sandbox::host::StdHost {
+            index_dir: Some(ours.clone()),
+        };
+        w.finish(&host, &lease.placeholders()).print();
+        crate::timing::mark("after-effects looked for");
     }
     lease.release();
     crate::timing::mark("placeholders released");

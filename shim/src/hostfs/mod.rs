@@ -235,7 +235,6 @@ impl Dir {
     }
 
     /// A handle on the directory `rel` below this one.
-    #[allow(dead_code, reason = "for the quarantine at exit (issue 23)")]
     pub fn sub(&self, rel: &Path) -> Result<Dir> {
         let root = self.at("open", rel, || {
             let h = self.root.resolve(here(rel)).map_err(os)?;
@@ -394,7 +393,6 @@ impl Dir {
 
     /// Moves `rel` to `to_rel` below `to` (another handle, same filesystem);
     /// nothing may be at `to_rel`.
-    #[allow(dead_code, reason = "for the quarantine at exit (issue 23)")]
     pub fn rename_to(&self, rel: &Path, to: &Dir, to_rel: &Path) -> Result<()> {
         let (from_dir, from_name) = self.parent(rel)?;
         let (to_dir, to_name) = to.parent(to_rel)?;

@@ -163,6 +163,18 @@ impl Lease {
         Ok(made)
     }
 
+    /// Every placeholder recorded for the directory (by this sandbox or
+    /// another one on it): claude-shim's own, not something a run left.
+    pub fn placeholders(&self) -> Vec<PathBuf> {
+        match entries(&self.paths.registry) {
+            Ok(e) => e.into_iter().map(|e| e.path).collect(),
+            Err(e) => {
+                tracing::warn!("{e:#}");
+                Vec::new()
+            }
+        }
+    }
+
     /// Holds the lease shared and lets other sandboxes on the directory start.
     pub fn share(&mut self) -> Result<()> {
         self.lease

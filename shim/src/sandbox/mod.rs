@@ -8,6 +8,7 @@ pub mod env_index;
 pub mod gc;
 pub mod host;
 pub mod lease;
+pub mod quarantine;
 
 use std::path::{Path, PathBuf};
 

@@ -13,6 +13,9 @@
 mod git;
 mod gitconfig;
 mod nested;
+mod present;
+
+pub use present::search_names;
 
 use std::path::{Path, PathBuf};
 
@@ -80,6 +83,8 @@ pub(crate) struct Filesystem {
     pub placeholders: Vec<Placeholder>,
     pub masked_paths: Vec<String>,
     pub readonly_paths: Vec<String>,
+    /// The host-run entries present at start (see `present`).
+    pub host_run: Option<Vec<PathBuf>>,
 }
 
 /// The order among mounts of equal depth: a later layer goes on top.
@@ -515,6 +520,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     b.protected()?;
     b.nested()?;
     b.hidden()?;
+    let host_run = b.host_run_present()?;
 
     let mut mounts = b.mounts;
     // Parents first; among equals, later layers on top. The sort is stable,
@@ -538,5 +544,6 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
         placeholders: b.placeholders,
         masked_paths: MASKED_PATHS.iter().map(|s| s.to_string()).collect(),
         readonly_paths: READONLY_PATHS.iter().map(|s| s.to_string()).collect(),
+        host_run,
     })
 }

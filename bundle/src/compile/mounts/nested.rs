@@ -12,16 +12,11 @@
 
 use std::path::PathBuf;
 
-use super::{bind, is_env_file, is_forbidden, Builder, Layer, ENV_FILE_DEPTH, ENV_FILE_LIMIT, RO_BIND};
+use super::present::search_names;
+use super::{bind, is_forbidden, Builder, Layer, ENV_FILE_DEPTH, ENV_FILE_LIMIT, RO_BIND};
 use crate::compile::input::PathKind;
 use crate::compile::output::CompileError;
 use crate::host_run::{self, Depth, Shape};
-
-/// The names the one search looks for: the same on every start, so the
-/// binary's index of it stays valid whatever the policy.
-fn searched(name: &str) -> bool {
-    is_env_file(name) || host_run::is_nested_name(name)
-}
 
 impl Builder<'_, '_> {
     /// What the search found (made once, on first use).
@@ -33,7 +28,7 @@ impl Builder<'_, '_> {
         let mut found = self
             .ctx
             .host
-            .find(wd, &searched, ENV_FILE_DEPTH, ENV_FILE_LIMIT)
+            .find(wd, &search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT)
             .map_err(|e| {
                 CompileError::Invocation(format!(
                     "look for .env files and tool settings under {}: {e}",

@@ -37,6 +37,17 @@ pub enum Access {
     Ro,
 }
 
+/// What happens to what a run leaves that the host would run (a new
+/// `sub/.claude/settings.json`, a new nested repository...): moved aside
+/// into the quarantine at exit (the strict default), or only reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AfterEffects {
+    #[default]
+    Quarantine,
+    Report,
+}
+
 /// Only `private` exists: the host's /tmp holds IDE and agent sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -1,0 +1,46 @@
+//! `quarantine [list]` and `quarantine restore RUN`: what sandboxes left that
+//! the host would run, moved aside at their exit (sandbox::quarantine).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use anyhow::Result;
+
+use crate::cli::{QuarantineArgs, QuarantineCommand};
+use crate::sandbox::quarantine::store;
+
+pub fn quarantine(args: &QuarantineArgs) -> Result<i32> {
+    match &args.command {
+        None | Some(QuarantineCommand::List) => {
+            let runs = store::runs()?;
+            let mut text = String::new();
+            if runs.is_empty() {
+                let _ = writeln!(text, "the quarantine is empty ({})", store::root()?.path().display());
+            }
+            for run in runs {
+                match run {
+                    Ok(m) => {
+                        let _ = writeln!(text, "{}  {}  {}", m.run, m.time, m.workdir.display());
+                        for s in &m.moved {
+                            let _ = writeln!(text, "  {}  ({})", s.path.display(), s.runs);
+                        }
+                    }
+                    Err(e) => eprintln!("claude-shim: warning: failed to read quarantine run {e}"),
+                }
+            }
+            // A reader that stopped early (`| head`) is not an error.
+            match std::io::stdout().lock().write_all(text.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(0),
+            }
+        }
+        Some(QuarantineCommand::Restore { run }) => {
+            let lines = store::restore(run)?;
+            let kept = lines.iter().filter(|l| l.starts_with("kept")).count();
+            for l in lines {
+                println!("{l}");
+            }
+            Ok(if kept > 0 { 1 } else { 0 })
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The quarantine's store: `$XDG_STATE_HOME/claude-shim/quarantine/<run>/`,
+//! one directory per run that moved something, holding the entries under
+//! inert names (`1`, `2`...: no tool looks for them there) and
+//! `manifest.json` with where each came from. Out of every sandbox's reach
+//! (the home is not a project, claude::refuse_home), and read back as data:
+//! the manifest is claude-shim's own, the entries are not.
+
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{copy, Left, Outcome};
+use crate::hostfs::{Dir, Kind};
+
+const MANIFEST: &str = "manifest.json";
+const MANIFEST_LIMIT: u64 = 1 << 20;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub run: String,
+    /// RFC 3339, UTC.
+    pub time: String,
+    pub workdir: PathBuf,
+    pub moved: Vec<Stored>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// Where it was (absolute).
+    pub path: PathBuf,
+    /// Its name in the run's directory.
+    pub stored: String,
+    /// Which tool runs what from it.
+    pub runs: String,
+}
+
+pub fn root() -> Result<Dir> {
+    crate::sandbox::state_dir("quarantine")
+}
+
+/// `rel` moved to `to_rel` below `to`; across filesystems copied, then removed.
+fn move_one(from: &Dir, rel: &Path, to: &Dir, to_rel: &Path) -> std::result::Result<(), String> {
+    match from.rename_to(rel, to, to_rel) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::CrossesDevices => {
+            copy::tree(from, rel, to, to_rel)?;
+            from.remove_all(rel).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Moves each of `lefts` (relative to `wd`) into a new run directory and
+/// records it in `out`.
+pub(super) fn move_aside(root: &dyn Fn() -> Result<Dir>, wd: &Dir, id: &str, lefts: Vec<Left>, out: &mut Outcome) {
+    let now = chrono::Utc::now();
+    let run = format!("{}-{id}", now.format("%Y%m%dT%H%M%SZ"));
+    let dir = root().and_then(|q| {
+        q.create_dir(Path::new(&run), 0o700)?;
+        Ok(q.sub(Path::new(&run))?)
+    });
+    let dir = match dir {
+        Ok(d) => d,
+        Err(e) => {
+            let why = format!("make the quarantine's directory: {e:#}");
+            out.failed = lefts.into_iter().map(|l| (l, why.clone())).collect();
+            return;
+        }
+    };
+    let mut manifest = Manifest {
+        run: run.clone(),
+        time: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        workdir: wd.path().to_path_buf(),
+        moved: Vec::new(),
+    };
+    for (n, l) in lefts.into_iter().enumerate() {
+        let stored = (n + 1).to_string();
+        match move_one(wd, &l.rel, &dir, Path::new(&stored)) {
+            Ok(()) => {
+                manifest.moved.push(Stored {
+                    path: wd.join(&l.rel),
+                    stored,
+                    runs: l.runs.to_owned(),
+                });
+                out.moved.push(l);
+            }
+            Err(e) => out.failed.push((l, format!("move it aside: {e}"))),
+        }
+    }
+    if manifest.moved.is_empty() {
+        let _ = root().and_then(|q| Ok(q.remove_all(Path::new(&run))?));
+        return;
+    }
+    let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+    if let Err(e) = dir.write_new(Path::new(MANIFEST), &json, 0o600) {
+        out.errors.push(format!("record what was moved aside: {e}"));
+    }
+    out.run = Some(run);
+}
+
+/// Every run in the quarantine, oldest first; one whose manifest cannot be
+/// read is named with why.
+pub fn runs() -> Result<Vec<std::result::Result<Manifest, String>>> {
+    runs_in(&root()?)
+}
+
+fn runs_in(q: &Dir) -> Result<Vec<std::result::Result<Manifest, String>>> {
+    let mut out = Vec::new();
+    for (name, kind) in q.list(Path::new(""))? {
+        if kind != Kind::Dir {
+            continue;
+        }
+        let name = name.to_string_lossy().into_owned();
+        out.push(read_manifest(q, &name).map_err(|e| format!("{name}: {e:#}")));
+    }
+    Ok(out)
+}
+
+fn read_manifest(q: &Dir, run: &str) -> Result<Manifest> {
+    let raw = q.sub(Path::new(run))?.read(Path::new(MANIFEST), MANIFEST_LIMIT)?;
+    serde_json::from_slice(&raw).with_context(|| format!("parse {}", q.join(run).join(MANIFEST).display()))
+}
+
+/// `run` as one plain name.
+fn check_run(run: &str) -> Result<()> {
+    let p = Path::new(run);
+    if run.is_empty() || p.components().count() != 1 || !matches!(p.components().next(), Some(Component::Normal(_))) {
+        bail!("restore {run:?}: not the name of a quarantine run (see `claude-shim quarantine list`)");
+    }
+    Ok(())
+}
+
+/// Puts every entry of `run` back where it was, unless something is there
+/// now. Returns one line per entry; the run is removed once empty.
+pub fn restore(run: &str) -> Result<Vec<String>> {
+    restore_in(&root()?, run)
+}
+
+pub(super) fn restore_in(q: &Dir, run: &str) -> Result<Vec<String>> {
+    check_run(run)?;
+    let mut manifest = read_manifest(q, run).with_context(|| format!("restore {run}"))?;
+    let dir = q.sub(Path::new(run))?;
+    let wd = Dir::open(&manifest.workdir).with_context(|| format!("restore {run}"))?;
+    let mut lines = Vec::new();
+    let mut kept = Vec::new();
+    for s in std::mem::take(&mut manifest.moved) {
+        let rel = match s.path.strip_prefix(&manifest.workdir) {
+            Ok(r) if !r.as_os_str().is_empty() => r.to_path_buf(),
+            _ => {
+                lines.push(format!(
+                    "kept {}: it is not below {}",
+                    s.path.display(),
+                    manifest.workdir.display()
+                ));
+                kept.push(s);
+                continue;
+            }
+        };
+        let r = (|| -> std::result::Result<(), String> {
+            if wd.stat(&rel).map_err(|e| e.to_string())?.is_some() {
+                return Err("something is there now; move it away first".into());
+            }
+            if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+                wd.create_dir_all(parent, 0o755).map_err(|e| e.to_string())?;
+            }
+            move_one(&dir, Path::new(&s.stored), &wd, &rel)
+        })();
+        match r {
+            Ok(()) => lines.push(format!("restored {}", s.path.display())),
+            Err(e) => {
+                lines.push(format!("kept {} in the quarantine: {e}", s.path.display()));
+                kept.push(s);
+            }
+        }
+    }
+    manifest.moved = kept;
+    if manifest.moved.is_empty() {
+        q.remove_all(Path::new(run))?;
+    } else {
+        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+        dir.replace(Path::new(MANIFEST), &json, 0o600)?;
+    }
+    Ok(lines)
+}

@@ -1,0 +1,156 @@
+//! The quarantine on a scratch working directory and a scratch store: what
+//! a run makes is moved aside and comes back, what was there, claude-shim's
+//! placeholders and a cloned repository's history stay, and links planted
+//! on the way are moved as links, never followed.
+
+use std::path::{Path, PathBuf};
+
+use claude_shim_bundle::policy::values::AfterEffects;
+use claude_shim_bundle::{host_run, HostView};
+
+use super::store;
+use super::Watch;
+use crate::hostfs::Dir;
+use crate::sandbox::host::StdHost;
+
+struct World {
+    _t: tempfile::TempDir,
+    wd: PathBuf,
+    q: PathBuf,
+}
+
+fn world() -> World {
+    let t = tempfile::tempdir().unwrap();
+    let wd = t.path().join("wd");
+    let q = t.path().join("q");
+    std::fs::create_dir_all(wd.join(".git/hooks")).unwrap();
+    std::fs::write(wd.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(wd.join("old/.claude")).unwrap();
+    std::fs::create_dir(&q).unwrap();
+    World { _t: t, wd, q }
+}
+
+fn host() -> StdHost {
+    StdHost { index_dir: None }
+}
+
+/// The picture at start, as the compile takes it.
+fn watch(w: &World, mode: AfterEffects) -> Watch {
+    let found = host()
+        .find(&w.wd, &claude_shim_bundle::compile::search_names, 8, 1000)
+        .unwrap();
+    let kind = |p: &Path| host().kind(p);
+    Watch {
+        wd: Dir::open(&w.wd).unwrap(),
+        start: host_run::present(&w.wd, &found, &kind).into_iter().collect(),
+        mode,
+        id: "test".into(),
+    }
+}
+
+fn quarantine(w: &World) -> impl Fn() -> anyhow::Result<Dir> + '_ {
+    move || Ok(Dir::open(&w.q)?)
+}
+
+#[test]
+fn what_the_run_made_is_moved_aside_and_restored() {
+    let w = world();
+    let watch = watch(&w, AfterEffects::Quarantine);
+    // The run: a nested .claude, an .envrc that is a link to a secret, a new
+    // repository with a hostile config, a new commondir in the old one, a
+    // placeholder of claude-shim's, and ordinary work.
+    std::fs::create_dir_all(w.wd.join("sub/.claude")).unwrap();
+    std::fs::write(w.wd.join("sub/.claude/settings.json"), "{\"hooks\":{}}").unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", w.wd.join(".envrc")).unwrap();
+    std::fs::create_dir_all(w.wd.join("clone/.git/objects")).unwrap();
+    std::fs::write(w.wd.join("clone/.git/config"), "[core]\nfsmonitor = touch /tmp/x\n").unwrap();
+    std::fs::write(w.wd.join("clone/.git/objects/blob"), "history").unwrap();
+    std::fs::write(w.wd.join(".git/commondir"), "../elsewhere").unwrap();
+    std::fs::create_dir(w.wd.join(".vscode")).unwrap();
+    std::fs::write(w.wd.join("main.rs"), "fn main() {}").unwrap();
+
+    let out = watch.finish_in(&host(), &[w.wd.join(".vscode")], &quarantine(&w));
+    let moved: Vec<String> = out.moved.iter().map(|l| l.rel.display().to_string()).collect();
+    assert_eq!(
+        moved,
+        [".envrc", ".git/commondir", "clone/.git/config", "sub/.claude"],
+        "{out:?}"
+    );
+    assert!(out.failed.is_empty() && out.errors.is_empty(), "{out:?}");
+    for gone in [".envrc", ".git/commondir", "clone/.git/config", "sub/.claude"] {
+        assert!(w.wd.join(gone).symlink_metadata().is_err(), "{gone} is still there");
+    }
+    // Kept: the history of the clone, the placeholder, the work, what was there.
+    for kept in [
+        "clone/.git/objects/blob",
+        ".vscode",
+        "main.rs",
+        "old/.claude",
+        ".git/config",
+    ] {
+        assert!(w.wd.join(kept).symlink_metadata().is_ok(), "{kept} was taken");
+    }
+    // The link went as a link.
+    let run = out.run.clone().unwrap();
+    let stored = w.q.join(&run);
+    assert_eq!(std::fs::read_link(stored.join("1")).unwrap(), Path::new("/etc/shadow"));
+    assert!(out.lines()[0].contains(&format!("claude-shim quarantine restore {run}")));
+
+    let lines = store::restore_in(&Dir::open(&w.q).unwrap(), &run).unwrap();
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("restored")).count(),
+        4,
+        "{lines:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.wd.join("sub/.claude/settings.json")).unwrap(),
+        "{\"hooks\":{}}"
+    );
+    assert!(!stored.exists(), "an emptied run is removed");
+}
+
+#[test]
+fn report_mode_moves_nothing() {
+    let w = world();
+    let watch = watch(&w, AfterEffects::Report);
+    std::fs::write(w.wd.join(".mcp.json"), "{}").unwrap();
+    let out = watch.finish_in(&host(), &[], &quarantine(&w));
+    assert!(out.run.is_none() && out.moved.is_empty());
+    assert_eq!(out.reported.len(), 1);
+    assert!(w.wd.join(".mcp.json").exists());
+    assert!(out.lines()[0].contains("left in place"), "{:?}", out.lines());
+}
+
+#[test]
+fn a_restore_never_overwrites_and_names_are_checked() {
+    let w = world();
+    let watch = watch(&w, AfterEffects::Quarantine);
+    std::fs::write(w.wd.join(".mcp.json"), "{\"planted\":1}").unwrap();
+    let out = watch.finish_in(&host(), &[], &quarantine(&w));
+    let run = out.run.unwrap();
+    std::fs::write(w.wd.join(".mcp.json"), "{\"mine\":1}").unwrap();
+    let q = Dir::open(&w.q).unwrap();
+    let lines = store::restore_in(&q, &run).unwrap();
+    assert!(
+        lines[0].starts_with("kept") && lines[0].contains("something is there now"),
+        "{lines:?}"
+    );
+    assert_eq!(std::fs::read_to_string(w.wd.join(".mcp.json")).unwrap(), "{\"mine\":1}");
+    assert!(w.q.join(&run).join("manifest.json").exists(), "kept in the quarantine");
+    for bad in ["", "..", "a/b", "/etc"] {
+        assert!(store::restore_in(&q, bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_parent_replaced_by_a_link_is_not_followed() {
+    let w = world();
+    let watch = watch(&w, AfterEffects::Quarantine);
+    // The run made sub/.claude, then swapped sub for a link to a victim
+    // directory holding a .claude of its own.
+    let victim = w.q.parent().unwrap().join("victim");
+    std::fs::create_dir_all(victim.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&victim, w.wd.join("sub")).unwrap();
+    let out = watch.finish_in(&host(), &[], &quarantine(&w));
+    assert!(victim.join(".claude").is_dir(), "the victim's entry was moved: {out:?}");
+}

@@ -2,7 +2,7 @@
 //! in the `run.claude-shim.opt-outs` annotation and `verify` reports.
 
 use super::schema::Policy;
-use super::values::{AfterEffects, NetworkMode, ProfileRef};
+use super::values::{AfterEffects, HomeMode, NetworkMode, ProfileRef};
 
 impl Policy {
     /// Every loosening the policy spells out, one line each, for `verify`.
@@ -19,6 +19,12 @@ impl Policy {
         }
         for u in &fs.unhidden {
             out.push(format!("filesystem.unhidden: {u}"));
+        }
+        if fs.home == HomeMode::Host {
+            out.push("filesystem.home = host".to_owned());
+        }
+        for s in &fs.unix_sockets {
+            out.push(format!("filesystem.unix_sockets: {}", s.path));
         }
         if !fs.hide_env_files {
             out.push("filesystem.hide_env_files = false".to_owned());

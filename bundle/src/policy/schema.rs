@@ -110,6 +110,14 @@ pub struct Filesystem {
     /// What a run leaves that the host would run: moved aside or reported.
     #[serde(default)]
     pub after_effects: AfterEffects,
+    /// What the caller's home shows: an empty tmpfs (the strict choice), or
+    /// the host's, read-only (an opt-out).
+    #[serde(default)]
+    pub home: HomeMode,
+    /// Host unix sockets that stay reachable; every other one visible inside
+    /// is covered (an opt-out each).
+    #[serde(default)]
+    pub unix_sockets: Vec<BindPath>,
 }
 
 impl Default for Filesystem {
@@ -127,6 +135,8 @@ impl Default for Filesystem {
             hide_env_files: true,
             masked: Vec::new(),
             after_effects: AfterEffects::Quarantine,
+            home: HomeMode::Empty,
+            unix_sockets: Vec::new(),
         }
     }
 }

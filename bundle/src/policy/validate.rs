@@ -84,6 +84,31 @@ impl Policy {
                 }
             }
         }
+        for (i, b) in fs.unix_sockets.iter().enumerate() {
+            let field = format!("filesystem.unix_sockets[{i}]");
+            if let PolicyPath::Absolute(p) = &b.path {
+                if p == Path::new("/") || PSEUDO.iter().any(|ps| under(p, Path::new(ps))) {
+                    return err(field, format!("{} is not a host socket path", b.path));
+                }
+                // A socket in a masked directory would need a mount point in
+                // its read-only tmpfs.
+                if let Some(m) = fs.masked_paths().into_iter().find(|m| under(p, m)) {
+                    return err(field, format!("{} lies under the masked path {}", b.path, m.display()));
+                }
+            }
+            if fs.unix_sockets[..i].iter().any(|o| o.path == b.path) {
+                return err(field, format!("{} is listed twice", b.path));
+            }
+            if let Some(h) = fs.hidden_paths().into_iter().find(|h| same_base_under(&b.path, h)) {
+                return err(
+                    field,
+                    format!(
+                        "{} lies under the hidden path {h}; list it in filesystem.unhidden first",
+                        b.path
+                    ),
+                );
+            }
+        }
         for (i, m) in fs.masked.iter().enumerate() {
             if m.0 == Path::new("/") || PSEUDO.iter().any(|ps| under(&m.0, Path::new(ps))) {
                 return err(

@@ -12,7 +12,9 @@ mod process;
 mod seccomp;
 
 pub use environment::{EnvName, EnvPattern};
-pub use filesystem::{AbsPath, Access, AfterEffects, BindPath, HostPath, PolicyPath, RootSource, Tmp, WorkdirPath};
+pub use filesystem::{
+    AbsPath, Access, AfterEffects, BindPath, HomeMode, HostPath, PolicyPath, RootSource, Tmp, WorkdirPath,
+};
 pub use network::{CidrRule, HostPattern, NetworkMode};
 pub use process::{ByteSize, CapabilityName, RlimitName, UserNamespace};
 pub use seccomp::{ProfileRef, SyscallName};

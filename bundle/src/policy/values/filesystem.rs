@@ -56,6 +56,20 @@ pub enum Tmp {
     Private,
 }
 
+/// What the caller's home shows inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HomeMode {
+    /// An empty tmpfs owned by the process, writable, gone after the run:
+    /// nothing a daemon binds there (Docker Desktop, podman, colima keep
+    /// their sockets in the home) is reachable, nothing written persists.
+    /// What tools need comes back through `readonly`.
+    #[default]
+    Empty,
+    /// The host's home, read-only like the rest of `/`.
+    Host,
+}
+
 /// A path as written: absolute, `~` (the caller's home) or `~/...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicyPath {

@@ -116,6 +116,18 @@ impl HostView for Host {
             None => Err(std::io::Error::from_raw_os_error(2)),
         }
     }
+
+    /// Every socket-like entry, and one the host does not have.
+    fn unix_sockets(&self) -> std::io::Result<Vec<PathBuf>> {
+        let mut out: Vec<PathBuf> = self
+            .0
+            .iter()
+            .filter(|(_, k)| **k == PathKind::Other)
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.push(PathBuf::from("/gone/x.sock"));
+        Ok(out)
+    }
 }
 
 fn inv(unprivileged: bool, terminal: bool) -> Invocation {

@@ -40,6 +40,10 @@ pub trait HostView {
     /// The content of a file (a custom seccomp profile, a repository's
     /// `.git/config`), bounded in size; only regular files are read.
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
+    /// The socket census: the absolute paths the host's pathname unix
+    /// sockets are bound at (every network namespace the caller can see),
+    /// deduplicated, as bound (not resolved, not checked to exist).
+    fn unix_sockets(&self) -> std::io::Result<Vec<PathBuf>>;
 }
 
 /// Who runs what, where: everything of one run that is not in the policy.

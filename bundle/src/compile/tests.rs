@@ -25,6 +25,8 @@ mod spec;
 struct FakeHost {
     paths: BTreeMap<PathBuf, PathKind>,
     files: BTreeMap<PathBuf, Vec<u8>>,
+    /// What the socket census reports (bound paths, existing or not).
+    sockets: Vec<PathBuf>,
 }
 
 impl FakeHost {
@@ -46,6 +48,11 @@ impl FakeHost {
     }
     fn link(self, path: &str, target: &str) -> Self {
         self.with(path, PathKind::Symlink(target.into()))
+    }
+    /// A unix socket at `path`, in the census.
+    fn socket(mut self, path: &str) -> Self {
+        self.sockets.push(path.into());
+        self.with(path, PathKind::Other)
     }
     fn content(mut self, path: &str, text: &str) -> Self {
         self = self.file(path);
@@ -130,6 +137,9 @@ impl HostView for FakeHost {
             (None, Some(PathKind::File)) => Ok(Vec::new()),
             _ => Err(std::io::Error::from_raw_os_error(2)),
         }
+    }
+    fn unix_sockets(&self) -> std::io::Result<Vec<PathBuf>> {
+        Ok(self.sockets.clone())
     }
 }
 

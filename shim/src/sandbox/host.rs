@@ -82,4 +82,11 @@ impl HostView for StdHost {
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
         crate::bounded::read(path, crate::bounded::PROFILE_LIMIT)
     }
+
+    fn unix_sockets(&self) -> std::io::Result<Vec<PathBuf>> {
+        let t = std::time::Instant::now();
+        let found = super::sockets::census().map_err(|e| std::io::Error::other(format!("{e:#}")));
+        tracing::debug!("socket census in {} us", t.elapsed().as_micros());
+        found
+    }
 }

@@ -9,6 +9,7 @@ pub mod gc;
 pub mod host;
 pub mod lease;
 pub mod quarantine;
+pub mod sockets;
 
 use std::path::{Path, PathBuf};
 

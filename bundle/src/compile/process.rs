@@ -43,6 +43,16 @@ pub(crate) fn environment(ctx: &Ctx<'_>) -> Env {
     env
 }
 
+/// The uid and gid the process runs as (the empty home's tmpfs belongs to
+/// them). In a user namespace the caller is mapped to root (see linux.rs).
+pub(crate) fn ids(ctx: &Ctx<'_>) -> (u32, u32) {
+    if ctx.userns {
+        (0, 0)
+    } else {
+        (ctx.inv.uid, ctx.inv.gid)
+    }
+}
+
 pub(crate) fn process(ctx: &Ctx<'_>, env: Env) -> Result<Process, CompileError> {
     let identity = &ctx.policy.identity;
     let caps: Capabilities = identity.capabilities.iter().map(|c| c.0).collect();
@@ -54,8 +64,7 @@ pub(crate) fn process(ctx: &Ctx<'_>, env: Env) -> Result<Process, CompileError> 
         .ambient(caps)
         .build()
         .expect("capability sets are complete");
-    // In a user namespace the caller is mapped to root (see linux.rs).
-    let (uid, gid) = if ctx.userns { (0, 0) } else { (ctx.inv.uid, ctx.inv.gid) };
+    let (uid, gid) = ids(ctx);
     let user = UserBuilder::default()
         .uid(uid)
         .gid(gid)

@@ -15,9 +15,11 @@ use crate::policy::Policy;
 
 mod filesystem;
 mod git;
+mod home;
 mod identity;
 mod isolation;
 mod network;
+mod sockets;
 mod spec;
 
 /// A host made of a map of paths; what the binary's std::fs view would say.

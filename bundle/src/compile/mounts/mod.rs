@@ -8,12 +8,16 @@
 //! The `Builder` and the passes every sandbox takes live here; a pass with a
 //! concern of its own adds its `impl Builder` block in a file beside this one:
 //! `git` (the repositories), `nested` (the start's one search, and the
-//! host-run entries below the top).
+//! host-run entries below the top), `present` (what the quarantine at exit
+//! compares against), `home` (the empty home, the home as the working
+//! directory) and `sockets` (the host's unix sockets covered).
 
 mod git;
 mod gitconfig;
+mod home;
 mod nested;
 mod present;
+mod sockets;
 
 pub use present::search_names;
 
@@ -130,6 +134,9 @@ struct Builder<'c, 'a> {
     found: Option<Vec<(PathBuf, PathKind)>>,
     /// Repositories the git pass has protected.
     git_dirs: Vec<PathBuf>,
+    /// Host trees covered by an empty filesystem (the empty home): not
+    /// visible, unless a deeper entry of `visible` shows part of them.
+    covered: Vec<PathBuf>,
 }
 
 impl Builder<'_, '_> {
@@ -159,7 +166,11 @@ impl Builder<'_, '_> {
             // Only what the sandbox itself binds there is visible.
             return self.visible.iter().any(|v| v != Path::new("/") && p.starts_with(v));
         }
-        self.visible.iter().any(|v| p.starts_with(v))
+        let deepest = |list: &[PathBuf]| list.iter().filter(|v| p.starts_with(v)).map(|v| depth(v)).max();
+        match (deepest(&self.visible), deepest(&self.covered)) {
+            (Some(v), Some(c)) => v > c,
+            (v, _) => v.is_some(),
+        }
     }
 
     fn host_layout(&mut self) -> Result<(), CompileError> {
@@ -490,6 +501,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
         visible: Vec::new(),
         found: None,
         git_dirs: Vec::new(),
+        covered: Vec::new(),
     };
     let root = match &rootfs {
         None => {
@@ -514,6 +526,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     }
     .expect("a root with a path is complete");
     b.kernel_and_tmp(rootfs.as_deref());
+    b.empty_home()?;
     b.extra_binds()?;
     b.workdir()?;
     b.masked()?;
@@ -521,6 +534,8 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     b.nested()?;
     b.hidden()?;
     let host_run = b.host_run_present()?;
+    b.home_workdir()?;
+    b.sockets()?;
 
     let mut mounts = b.mounts;
     // Parents first; among equals, later layers on top. The sort is stable,

@@ -169,7 +169,16 @@ fn protected_paths_are_read_only_and_missing_ones_get_placeholders() {
 
 #[test]
 fn secrets_are_hidden_and_env_files_read_empty() {
+    // The empty home shows no secret of the home: nothing to hide there.
     let c = agent();
+    for f in ["/home/u/.ssh", "/home/u/.netrc"] {
+        assert!(mount_at(&c, f).is_empty(), "{f} is behind the empty home");
+    }
+    assert_eq!(
+        only_mount(&c, "/home/u/proj/.env").source().as_deref(),
+        Some(Path::new("/dev/null"))
+    );
+    let c = run(&policy("[filesystem]\nhome = \"host\""), &FakeHost::typical(), &inv());
     let ssh = only_mount(&c, "/home/u/.ssh");
     assert_eq!(ssh.typ().as_deref(), Some("tmpfs"));
     assert!(opts(ssh).contains(&"ro"));

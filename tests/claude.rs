@@ -144,13 +144,16 @@ fn text(b: &[u8]) -> String {
 }
 
 /// What a user checks from inside: no capabilities, the seccomp filter, no
-/// nested user namespace, a read-only /etc, the host's Claude Code
-/// configuration not writable, and no copy of the real key anywhere.
+/// nested user namespace, a read-only /etc, the empty home (the host's Claude
+/// Code configuration absent: what is written there stays in the sandbox's
+/// tmpfs, which the callers check on the host), and no copy of the real key
+/// anywhere.
 fn probe() -> String {
     format!(
         r#"grep -E '^(CapEff|Seccomp):' /proc/self/status
 unshare -U true 2>/dev/null && echo USERNS=open || echo USERNS=refused
 touch /etc/claude-shim-probe 2>/dev/null && echo ETC=rw || echo ETC=ro
+test -e "$HOME/.claude/CLAUDE.md" && echo HOSTCONFIG=visible || echo HOSTCONFIG=absent
 echo '{{}}' >> "$HOME/.claude/settings.json" 2>/dev/null && echo SETTINGS=written || echo SETTINGS=refused
 echo '{{}}' >> "$HOME/.claude.json" 2>/dev/null && echo STATE=written || echo STATE=refused
 K={KEY_A}; K="$K{KEY_B}"
@@ -165,8 +168,7 @@ fn assert_probe(result: &str) {
         "Seccomp:\t2",
         "USERNS=refused",
         "ETC=ro",
-        "SETTINGS=refused",
-        "STATE=refused",
+        "HOSTCONFIG=absent",
         "KEYENV=0",
         "KEYFILES=0",
     ] {
@@ -263,13 +265,16 @@ fn hook_planting_fails() {
          printf '%s' '{mcp}' > \"$HOME/.claude.json\" && echo MCP=planted || echo MCP=refused"
     );
     let mock = MockApi::start(&[&attack]);
+    let before = w.host_config();
     // As agents run in a sandbox: no permission prompts, only the sandbox in the way.
     let out = w.claude(&["--", "--dangerously-skip-permissions"], &mock);
     let results = assert_ran(&out, &mock, 1);
     eprintln!("attack tool_result:\n{}", results[0]);
+    // The home inside is empty and the sandbox's own: a write there lands
+    // in its tmpfs (or is refused), never in the host's files.
     assert!(
-        results[0].contains("HOOK=refused") && results[0].contains("MCP=refused"),
-        "{}",
+        w.host_config() == before,
+        "the host's ~/.claude or ~/.claude.json changed: {}",
         results[0]
     );
 
@@ -299,6 +304,7 @@ fn hook_planting_fails() {
 fn per_command(owner: Option<(u32, u32)>) {
     let w = world(owner);
     let mock = MockApi::start(&[&probe(), "mkdir -p sub && cd sub", "pwd"]);
+    let before = w.host_config();
     let out = w.claude(&["--per-command"], &mock);
     let results = assert_ran(&out, &mock, 3);
     eprintln!("per-command tool_results:\n{}", results.join("\n---\n"));
@@ -310,6 +316,25 @@ fn per_command(owner: Option<(u32, u32)>) {
         "the cd of one call is not the directory of the next"
     );
     assert!(w.proj.join("sub").is_dir(), "the project is shared with the host");
+    // Claude Code on the host writes its own ~/.claude.json; what the probe
+    // appended inside is not in it.
+    let after = w.host_config();
+    for (path, old) in &before {
+        let new = after
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, b)| b.clone())
+            .unwrap_or_default();
+        if path.ends_with(".claude.json") {
+            assert!(
+                !text(&new).lines().any(|l| l == "{}"),
+                "{} got the probe's write",
+                path.display()
+            );
+        } else {
+            assert!(*old == new, "{} changed", path.display());
+        }
+    }
     w.assert_nothing_left();
 }
 

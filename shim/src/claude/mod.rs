@@ -4,6 +4,7 @@
 //! offline), the project a per-command sandbox is rooted at, and the policy
 //! changes each mode makes. The sandboxing itself is `sandbox`'s.
 
+pub mod home;
 pub mod import;
 pub mod shell_tmp;
 

@@ -41,7 +41,8 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
         .unwrap_or_else(|| "/".into());
     let dir = sandbox::state_dir("claude")?;
     claude::prepare_config_dir(&dir, &claude::host_config_dir(&inv_home))?;
-    let policy = claude::whole_agent_policy(sandbox::load_policy(args.policy.as_deref())?, dir.path())?;
+    let mut policy = claude::whole_agent_policy(sandbox::load_policy(args.policy.as_deref())?, dir.path())?;
+    claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
     let mut argv = vec![exe.to_string_lossy().into_owned()];
     argv.extend(args.args.iter().cloned());
     let inv = sandbox::invocation(None, None, &argv, caller_has_terminal())?;
@@ -176,6 +177,10 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
             claude_shim_bundle::policy::values::BindPath::try_from(shared.to_owned())
                 .map_err(|e| anyhow::anyhow!("use {SHARED_TMP_ENV}: {e}"))?,
         );
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        let snapshots = claude::home::snapshots_dir(&claude::host_config_dir(&home));
+        claude::home::keep_visible(&mut policy, &home, &[snapshots], true)?;
     }
     let shell = if Path::new("/bin/bash").exists() {
         "/bin/bash"

@@ -112,6 +112,7 @@ echo "env_file=$(wc -c < .env)"
 echo "ssh=$(cat "$HOME"/.ssh/id_ed25519 2>/dev/null | wc -c)"
 echo "aws=$(cat "$HOME"/.aws/credentials 2>/dev/null | wc -c)"
 echo "netrc=$(wc -c < "$HOME"/.netrc 2>/dev/null || echo 0)"
+echo "home_rc=$(cat "$HOME"/.bashrc 2>/dev/null | wc -c)"
 echo "gh_token=${GH_TOKEN:-absent}"
 echo "api_key=${ANTHROPIC_API_KEY:-absent}"
 echo "is_sandbox=$IS_SANDBOX"
@@ -137,7 +138,9 @@ fn assert_defences(got: &std::collections::HashMap<String, String>) {
         ("workdir", "writable"),
         ("tmp", "writable"),
         ("etc", "refused"),
-        ("home", "refused"),
+        // The home is empty and the sandbox's own: writable, gone after the run.
+        ("home", "writable"),
+        ("home_rc", "0"),
         ("git_config", "refused"),
         ("git_hooks", "refused"),
         ("claude_dir", "refused"),
@@ -220,6 +223,7 @@ fn check_policy(env: &Env, owner: Option<(u32, u32)>, policy: &str) {
         "a write to the working directory lands on the host"
     );
     assert!(!Path::new("/etc/claude-shim-test").exists());
+    assert!(!ws.home.join("planted").exists(), "a write to the home persists");
     assert_clean(env, &ws, pid);
 }
 

@@ -309,3 +309,68 @@ fn the_home_as_the_working_directory_as_root() {
 fn the_home_as_the_working_directory_as_an_unprivileged_user() {
     home_as_workdir(Some(test_user()));
 }
+
+/// `verify` has a row per listener of the census (connect refused) and one
+/// for the empty home; a runtime that drops the covers fails the rows.
+#[test]
+fn verify_has_the_socket_and_home_rows() {
+    let env = Env::new();
+    let mut s = Scratch::new("verify");
+    let (mnt, opt) = (s.dirs[0].clone(), s.dirs[1].clone());
+    let (home, proj) = (mnt.join("home"), mnt.join("proj"));
+    std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(home.join(".bashrc"), "# the host's\n").unwrap();
+    let socks = [
+        s.listen(&opt.join("daemon.sock")),
+        s.listen(&home.join(".docker/run/docker.sock")),
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["verify", "--reach", "none", "--workdir", proj.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut c = env.command(&args);
+        c.env("HOME", &home);
+        let out = output_of(c, env.dir.path());
+        (out.status.code(), text(&out.stdout))
+    };
+    let (code, stdout) = run(&[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let row = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name}:\n{stdout}"))
+            .to_owned()
+    };
+    for sock in &socks {
+        let r = row(&format!("socket {}", sock.display()));
+        assert!(r.contains("PASS"), "{r}");
+    }
+    assert!(row(&format!("socket {}", socks[0].display())).contains("ECONNREFUSED"));
+    let r = row(&format!("empty home {}", home.display()));
+    assert!(r.contains("PASS") && r.contains(".local"), "{r}");
+
+    // The same sandbox without the /dev/null over the socket and with the
+    // host's home: both rows fail.
+    let wrapper = loosened_runc(
+        env.dir.path(),
+        "uncovering-runc",
+        &format!(
+            r#"del(.mounts[] | select(.destination == "{}" or .destination == "{}"))"#,
+            socks[0].display(),
+            home.display()
+        ),
+    );
+    let (code, stdout) = run(&["--runtime", wrapper.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let failing: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("FAIL") && (l.starts_with("socket ") || l.starts_with("empty home")))
+        .collect();
+    assert!(
+        failing.iter().any(|l| l.contains(socks[0].to_str().unwrap()))
+            && failing.iter().any(|l| l.starts_with("empty home")),
+        "{stdout}"
+    );
+    drop(s);
+}

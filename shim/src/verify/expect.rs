@@ -136,6 +136,18 @@ pub struct PathsExpect {
     /// cannot be renamed or replaced (rename refused with EBUSY): a
     /// repository's `.git`, or the empty one of a project without.
     pub pinned: Vec<PathBuf>,
+    /// The caller's home, when the policy empties it.
+    #[serde(default)]
+    pub empty_home: Option<EmptyHome>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyHome {
+    pub path: PathBuf,
+    /// The names in it that may show: the first component of every path the
+    /// policy binds back into it (a tool directory, the agent's state).
+    pub kept: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -277,6 +289,7 @@ impl Expectations {
             .chain(self.paths.writable.iter())
             .chain(self.paths.read_only.iter().map(|r| &r.path))
             .chain(self.paths.pinned.iter())
+            .chain(self.paths.empty_home.iter().map(|h| &h.path))
             .chain(self.sockets.unix.iter())
             .chain(self.escapes.nested_userns.iter().map(|n| &n.protected_file));
         for p in paths {
@@ -359,6 +372,7 @@ pub(crate) fn sample() -> Expectations {
             }],
             writable: vec!["/tmp".into()],
             pinned: vec!["/work/.git".into()],
+            empty_home: None,
         },
         sockets: SocketsExpect {
             unix: vec![],

@@ -14,7 +14,7 @@ use nix::errno::Errno;
 use oci_spec::runtime::{Capability, LinuxNamespaceType, Spec};
 
 use super::expect::{
-    EnvExpect, Errnos, EscapesExpect, NamespaceExpect, NestedUserns, PathsExpect, PidExpect, ReadOnlyPath,
+    EmptyHome, EnvExpect, Errnos, EscapesExpect, NamespaceExpect, NestedUserns, PathsExpect, PidExpect, ReadOnlyPath,
     SocketsExpect, StatusExpect, TtyExpect, UserIds,
 };
 use super::{Expectations, HostFacts};
@@ -58,12 +58,21 @@ fn ns_kind(t: LinuxNamespaceType) -> Option<&'static str> {
     })
 }
 
-/// Host unix sockets the sandbox must not reach: the caller's agent socket,
-/// engine sockets, and sockets in the host's /tmp (IDE and agent bridges).
-fn host_sockets(inv: &Invocation) -> Vec<PathBuf> {
+/// How many of the census's sockets become rows (those the sandbox covers
+/// first): a desktop has hundreds, mostly behind the private /run and /tmp.
+const CENSUS_ROWS: usize = 24;
+
+fn is_socket(p: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket())
+}
+
+/// Host unix sockets the sandbox must not reach: the caller's agent socket,
+/// engine sockets, sockets in the host's /tmp (IDE and agent bridges), and
+/// the socket census's (those the sandbox covers with /dev/null first, then
+/// those it does not show), but the ones the policy names.
+fn host_sockets(policy: &Policy, inv: &Invocation, mounts: &[oci_spec::runtime::Mount]) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let is_socket = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket());
     if let Some((_, v)) = inv.env.iter().find(|(k, _)| k == "SSH_AUTH_SOCK") {
         out.push(PathBuf::from(v));
     }
@@ -79,7 +88,51 @@ fn host_sockets(inv: &Invocation) -> Vec<PathBuf> {
         out.extend(entries.flatten().map(|e| e.path()).filter(|p| is_socket(p)).take(8));
     }
     out.retain(|p| is_socket(p) && !p.starts_with(&inv.workdir));
+    let covered = mounts
+        .iter()
+        .filter(|m| m.source().as_deref() == Some(Path::new("/dev/null")) && is_socket(m.destination()))
+        .map(|m| m.destination().clone());
+    let census = crate::sandbox::sockets::census().unwrap_or_default();
+    let named: Vec<PathBuf> = policy
+        .filesystem
+        .unix_sockets
+        .iter()
+        .map(|b| b.path.expand(&inv.home))
+        .flat_map(|p| [std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone()), p])
+        .collect();
+    let mut rows: Vec<PathBuf> = Vec::new();
+    for p in covered.chain(census) {
+        let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if rows.len() < CENSUS_ROWS && is_socket(&real) && !named.contains(&real) && !rows.contains(&p) {
+            rows.push(p);
+        }
+    }
+    for p in rows {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
     out
+}
+
+/// The home the spec empties (a writable tmpfs at the caller's home), with
+/// the names of what comes back in it.
+fn empty_home(inv: &Invocation, mounts: &[oci_spec::runtime::Mount]) -> Option<EmptyHome> {
+    let home = std::fs::canonicalize(&inv.home).ok()?;
+    mounts.iter().find(|m| {
+        m.destination() == &home
+            && m.typ().as_deref() == Some("tmpfs")
+            && !m.options().iter().flatten().any(|o| o == "ro")
+    })?;
+    let mut kept: Vec<String> = mounts
+        .iter()
+        .filter_map(|m| m.destination().strip_prefix(&home).ok())
+        .filter_map(|rel| rel.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    kept.dedup();
+    Some(EmptyHome { path: home, kept })
 }
 
 /// A few abstract unix sockets of the host (/proc/net/unix, names after '@').
@@ -151,6 +204,10 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
         let is_ro = opts.iter().any(|o| o == "ro");
         let dest = m.destination();
         let from_devnull = m.source().as_deref() == Some(Path::new("/dev/null"));
+        if from_devnull && is_socket(dest) {
+            // A covered socket: a socket row checks it refuses connections.
+            continue;
+        }
         if from_devnull || (m.typ().as_deref() == Some("tmpfs") && is_ro) {
             hidden.push(dest.clone());
         } else if m.typ().as_deref() == Some("tmpfs") && dest == Path::new("/tmp") {
@@ -233,9 +290,10 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
             read_only,
             writable,
             pinned: pinned(inv, &mounts),
+            empty_home: empty_home(inv, &mounts),
         },
         sockets: SocketsExpect {
-            unix: host_sockets(inv),
+            unix: host_sockets(policy, inv, &mounts),
             abstract_names: host_abstract_sockets(),
         },
         escapes: EscapesExpect {

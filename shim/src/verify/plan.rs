@@ -135,6 +135,10 @@ pub enum Kind {
     UnixSocket {
         path: PathBuf,
     },
+    EmptyHome {
+        path: PathBuf,
+        kept: Vec<String>,
+    },
     AbstractSocket {
         name: String,
     },
@@ -307,6 +311,22 @@ pub fn plan(exp: &Expectations) -> Vec<Check> {
             Group::Filesystem,
             "absent or empty",
             Kind::Hidden { path: path.clone() },
+        ));
+    }
+    if let Some(h) = &exp.paths.empty_home {
+        let but = if h.kept.is_empty() {
+            String::new()
+        } else {
+            format!(" but {}", h.kept.join(", "))
+        };
+        p.push(check(
+            format!("empty home {}", h.path.display()),
+            Group::Filesystem,
+            format!("nothing of the host's{but}"),
+            Kind::EmptyHome {
+                path: h.path.clone(),
+                kept: h.kept.clone(),
+            },
         ));
     }
     for r in &exp.paths.read_only {

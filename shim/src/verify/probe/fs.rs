@@ -220,6 +220,30 @@ fn try_connect(addr: &UnixAddr) -> Finding {
     }
 }
 
+/// The home the policy empties: a directory holding only what the policy
+/// binds back (the host's own files would show as other names).
+pub fn empty_home(path: &Path, kept: &[String]) -> Finding {
+    let entries = match fs::read_dir(path) {
+        Ok(e) => e,
+        Err(e) => return Finding::fail(format!("not listable: {}", errno_name(io_errno(&e)))),
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let (bound, other): (Vec<String>, Vec<String>) = names.into_iter().partition(|n| kept.contains(n));
+    if !other.is_empty() {
+        let shown: Vec<&str> = other.iter().take(5).map(String::as_str).collect();
+        return Finding::fail(format!("{} entries not bound back: {}", other.len(), shown.join(", ")));
+    }
+    if bound.is_empty() {
+        Finding::pass("empty")
+    } else {
+        Finding::pass(format!("only {}", bound.join(", ")))
+    }
+}
+
 pub fn unix_socket(path: &Path) -> Finding {
     match UnixAddr::new(path) {
         Ok(addr) => try_connect(&addr),
@@ -237,6 +261,21 @@ pub fn abstract_socket(name: &str) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_home_holds_only_what_is_bound_back() {
+        let d = tempfile::tempdir().unwrap();
+        let kept = [".cargo".to_owned()];
+        assert_eq!(empty_home(d.path(), &kept).observed, "empty");
+        fs::create_dir(d.path().join(".cargo")).unwrap();
+        let f = empty_home(d.path(), &kept);
+        assert_eq!((f.pass, f.observed.as_str()), (Some(true), "only .cargo"));
+        fs::write(d.path().join(".bashrc"), b"").unwrap();
+        let f = empty_home(d.path(), &kept);
+        assert_eq!(f.pass, Some(false), "{}", f.observed);
+        assert!(f.observed.contains(".bashrc"));
+        assert_eq!(empty_home(&d.path().join("none"), &kept).pass, Some(false));
+    }
 
     #[test]
     fn hidden_means_absent_or_empty() {

@@ -96,6 +96,7 @@ pub fn run(check: &Check) -> Finding {
         Kind::Writable { path } => fs::writable(path),
         Kind::Pinned { path } => fs::pinned(path),
         Kind::UnixSocket { path } => fs::unix_socket(path),
+        Kind::EmptyHome { path, kept } => fs::empty_home(path, kept),
         Kind::AbstractSocket { name } => fs::abstract_socket(name),
         Kind::NestedUserns { protected_file } => escape::nested_userns(protected_file),
         Kind::CgroupReleaseAgent => escape::cgroup_release_agent(),

@@ -124,7 +124,7 @@ pub fn apply_policy(admin: Admin, spec: &mut Spec, meta: &mut Meta) -> Result<()
     let stacked = tighten(spec, &layers, &RealHost, &meta.bundle).with_context(context)?;
     tracing::debug!(
         "admin policy {} applied ({} layer(s), {} stacked seccomp filter(s); its filesystem root, workdir, \
-         writable, readonly and protected paths and its environment shape only bundles it compiles)",
+         writable, readonly and protected paths, home, unix_sockets and its environment shape only bundles it compiles)",
         admin.path.display(),
         layers.len(),
         stacked.len()

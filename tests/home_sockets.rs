@@ -374,3 +374,50 @@ fn verify_has_the_socket_and_home_rows() {
     );
     drop(s);
 }
+
+/// `claude` installed in the home (the native installer's layout: a link in
+/// ~/.local/bin to a version under ~/.local/share/claude) still runs as the
+/// whole agent, its installation bound back into the empty home.
+fn claude_installed_in_the_home(owner: Option<(u32, u32)>) {
+    let env = match owner {
+        None => Env::new(),
+        Some((u, g)) => Env::as_user(u, g),
+    };
+    let s = Scratch::new("claudehome");
+    let (home, proj) = (s.mnt().join("home"), s.mnt().join("proj"));
+    let versions = home.join(".local/share/claude/versions");
+    for d in [&versions, &home.join(".local/bin"), &proj] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let real = std::fs::canonicalize("/usr/bin/claude").expect("claude is installed by hack/setup");
+    let installed = versions.join("9.9.9");
+    if std::fs::hard_link(&real, &installed).is_err() {
+        std::fs::copy(&real, &installed).unwrap();
+    }
+    std::os::unix::fs::symlink(&installed, home.join(".local/bin/claude")).unwrap();
+    chown_r(&home, owner);
+    chown_r(&proj, owner);
+    let mut c = env.command(&["claude", "--", "--version"]);
+    c.env("HOME", &home)
+        .env("PATH", format!("{}:/usr/bin:/bin", home.join(".local/bin").display()))
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-not-used")
+        .current_dir(&proj);
+    let out = output_of(c, env.dir.path());
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("Claude Code"),
+        "claude from the home ({owner:?}): {stdout}\n{}",
+        text(&out.stderr)
+    );
+    drop(s);
+}
+
+#[test]
+fn claude_installed_in_the_home_runs_as_root() {
+    claude_installed_in_the_home(None);
+}
+
+#[test]
+fn claude_installed_in_the_home_runs_as_an_unprivileged_user() {
+    claude_installed_in_the_home(Some(test_user()));
+}

@@ -87,7 +87,7 @@ impl Builder<'_, '_> {
         let (uid, gid) = process::ids(self.ctx);
         let options = home_options(uid, gid);
         let options: Vec<&str> = options.iter().map(String::as_str).collect();
-        self.push(Layer::Bind, tmpfs(&home, &options));
+        self.push(Layer::Home, tmpfs(&home, &options));
         self.covered.push(home);
         Ok(())
     }

@@ -95,6 +95,8 @@ pub(crate) struct Filesystem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Layer {
     Base,
+    /// The empty home: over the host's tree, under the binds into it.
+    Home,
     Bind,
     Protected,
     Hidden,
@@ -135,7 +137,8 @@ struct Builder<'c, 'a> {
     /// Repositories the git pass has protected.
     git_dirs: Vec<PathBuf>,
     /// Host trees covered by an empty filesystem (the empty home): not
-    /// visible, unless a deeper entry of `visible` shows part of them.
+    /// visible, unless an entry of `visible` as deep or deeper (mounted on
+    /// top of it) shows part of them.
     covered: Vec<PathBuf>,
 }
 
@@ -168,7 +171,8 @@ impl Builder<'_, '_> {
         }
         let deepest = |list: &[PathBuf]| list.iter().filter(|v| p.starts_with(v)).map(|v| depth(v)).max();
         match (deepest(&self.visible), deepest(&self.covered)) {
-            (Some(v), Some(c)) => v > c,
+            // At equal depth the bind goes on top (a later layer).
+            (Some(v), Some(c)) => v >= c,
             (v, _) => v.is_some(),
         }
     }

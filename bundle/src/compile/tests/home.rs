@@ -67,6 +67,27 @@ fn home_host_is_an_opt_out_and_shows_the_hosts_home() {
 }
 
 #[test]
+fn the_whole_home_bound_back_keeps_its_secrets_hidden() {
+    let c = run(
+        &policy("[filesystem]\nreadonly = [\"~\"]"),
+        &FakeHost::typical(),
+        &inv(),
+    );
+    let at = mount_at(&c, "/home/u");
+    assert_eq!(at.len(), 2, "{at:?}");
+    assert_eq!(
+        at[1].typ().as_deref(),
+        Some("bind"),
+        "the bind goes on top of the tmpfs"
+    );
+    assert_eq!(only_mount(&c, "/home/u/.ssh").typ().as_deref(), Some("tmpfs"));
+    assert_eq!(
+        only_mount(&c, "/home/u/.netrc").source().as_deref(),
+        Some(Path::new("/dev/null"))
+    );
+}
+
+#[test]
 fn no_empty_home_where_there_is_nothing_to_cover() {
     // HOME unset (/), a home that does not exist, a rootfs, the project itself.
     for (home, rootfs) in [("/", None), ("/home/nobody", None), ("/home/u", Some("/rootfs"))] {

@@ -167,6 +167,11 @@ impl Imported {
     /// `sandbox.enabled`.
     pub fn finish(&mut self, env: &Env) {
         self.settle_deny_write(env);
+        // The agent policy's read-only binds stay (unless a hidden path
+        // takes them, below): with its empty home they bring the tools back.
+        for b in Policy::embedded_default().filesystem.readonly {
+            self.readonly.insert(b.path.to_string());
+        }
         let hidden: Vec<toml::Value> = self.hidden.iter().map(|h| toml::Value::String(h.clone())).collect();
         for field in ["writable", "readonly"] {
             let set = if field == "writable" {

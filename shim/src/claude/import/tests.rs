@@ -185,3 +185,24 @@ fn odd_values_are_named_not_fatal() {
     );
     Policy::from_toml_str(&text, "p").unwrap();
 }
+
+#[test]
+fn the_agents_tool_binds_stay_unless_a_denied_read_takes_them() {
+    let src = source(
+        "s.json",
+        Scope::Named,
+        "/home/u",
+        json!({"sandbox": {"filesystem": {"denyRead": ["~/.config"]}}}),
+    );
+    let (text, notes) = import(&[src], &env()).unwrap();
+    let p = Policy::from_toml_str(&text, "p").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let ro: Vec<String> = p.filesystem.readonly.iter().map(|b| b.path.to_string()).collect();
+    assert!(ro.contains(&"~/.cargo".to_owned()), "{ro:?}");
+    assert!(!ro.contains(&"~/.config/git".to_owned()), "{ro:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("~/.config/git") && n.contains("dropped")),
+        "{notes:#?}"
+    );
+}

@@ -19,8 +19,6 @@ mod nested;
 mod present;
 mod sockets;
 
-pub use present::search_names;
-
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{Mount, MountBuilder, Root, RootBuilder};
@@ -68,6 +66,14 @@ pub const READONLY_PATHS: &[&str] = &["/proc/bus", "/proc/fs", "/proc/irq", "/pr
 /// Names of the working directory's files that read as empty (`hide_env_files`).
 pub fn is_env_file(name: &str) -> bool {
     name == ".env" || name.starts_with(".env.")
+}
+
+/// The names the start's one search looks for (`.env` files for
+/// `hide_env_files`, the host-run names for the nested pass and the
+/// quarantine): the same on every start, so the binary's index of it stays
+/// valid whatever the policy, and the same at exit.
+pub fn search_names(name: &str) -> bool {
+    is_env_file(name) || crate::host_run::is_nested_name(name)
 }
 
 /// How deep the start's one search looks, and how many .env files and
@@ -147,9 +153,14 @@ impl Builder<'_, '_> {
         self.mounts.push((layer, m));
     }
 
-    /// Whether the sandbox could write at `p` with the mounts so far: the
-    /// topmost mount over it (deepest, then latest layer) is not read-only.
+    /// Whether the sandbox could write the host's `p` with the mounts so
+    /// far: the host's `p` shows inside (not under the empty home, say,
+    /// whose tmpfs is the sandbox's own) and the topmost mount over it
+    /// (deepest, then latest layer) is not read-only.
     fn writable_at(&self, p: &Path) -> bool {
+        if !self.is_visible(p) {
+            return false;
+        }
         let mut top: Option<((usize, Layer), bool)> = None;
         for (layer, m) in &self.mounts {
             if !p.starts_with(m.destination()) {

@@ -12,8 +12,7 @@
 
 use std::path::PathBuf;
 
-use super::present::search_names;
-use super::{bind, is_forbidden, Builder, Layer, ENV_FILE_DEPTH, ENV_FILE_LIMIT, RO_BIND};
+use super::{bind, is_forbidden, search_names, Builder, Layer, ENV_FILE_DEPTH, ENV_FILE_LIMIT, RO_BIND};
 use crate::compile::input::PathKind;
 use crate::compile::output::CompileError;
 use crate::host_run::{self, Depth, Shape};

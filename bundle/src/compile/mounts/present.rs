@@ -2,22 +2,14 @@
 //! when the sandbox starts, from the start's one search: the picture the
 //! quarantine at exit compares the same search against, so that only what
 //! the run made is moved aside. The binary makes the second search; the
-//! names and the rule of what counts are here, for both.
+//! rule of what counts is `host_run::present`, for both.
 
 use std::path::PathBuf;
 
-use super::{is_env_file, Builder};
+use super::Builder;
 use crate::compile::output::CompileError;
 use crate::host_run;
 use crate::policy::values::Access;
-
-/// The names the start's one search looks for (`.env` files for
-/// `hide_env_files`, the host-run names for the nested pass and the
-/// quarantine): the same on every start, so the binary's index of it stays
-/// valid whatever the policy, and the same at exit.
-pub fn search_names(name: &str) -> bool {
-    is_env_file(name) || host_run::is_nested_name(name)
-}
 
 impl Builder<'_, '_> {
     /// The host-run entries present at start; None where the run cannot make

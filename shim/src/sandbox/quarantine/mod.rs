@@ -8,6 +8,7 @@
 //! `filesystem.after_effects = "report"` it is only reported.
 
 mod copy;
+mod outcome;
 pub mod store;
 
 use std::collections::BTreeSet;
@@ -18,6 +19,7 @@ use claude_shim_bundle::compile::{search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT};
 use claude_shim_bundle::policy::values::AfterEffects;
 use claude_shim_bundle::{host_run, Compiled, HostView, PathKind};
 
+pub use self::outcome::{Left, Outcome};
 use crate::hostfs::Dir;
 
 /// A run's picture of its working directory at start.
@@ -26,30 +28,6 @@ pub struct Watch {
     start: BTreeSet<PathBuf>,
     mode: AfterEffects,
     id: String,
-}
-
-/// One entry the run left, as found at exit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Left {
-    /// Relative to the working directory.
-    pub rel: PathBuf,
-    /// Which tool runs what from it.
-    pub runs: &'static str,
-}
-
-/// What `finish` did.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    pub workdir: PathBuf,
-    /// The quarantine run it went to (its directory's name), if anything moved.
-    pub run: Option<String>,
-    pub moved: Vec<Left>,
-    /// Left in place and reported (`after_effects = "report"`).
-    pub reported: Vec<Left>,
-    /// Left in place because moving failed, with why.
-    pub failed: Vec<(Left, String)>,
-    /// What kept the search from being made.
-    pub errors: Vec<String>,
 }
 
 /// What a host-run entry at `rel` runs, from its name (an entry inside a
@@ -161,48 +139,6 @@ impl Watch {
             AfterEffects::Quarantine => store::move_aside(quarantine, &self.wd, &self.id, lefts, &mut outcome),
         }
         outcome
-    }
-}
-
-impl Outcome {
-    /// The report on stderr, one line per entry.
-    pub fn print(&self) {
-        for line in self.lines() {
-            eprintln!("{line}");
-        }
-    }
-
-    pub fn lines(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let path = |l: &Left| self.workdir.join(&l.rel).display().to_string();
-        if let Some(run) = &self.run {
-            out.push(format!(
-                "claude-shim: moved aside what the run left that the host would run (restore: claude-shim quarantine restore {run}):"
-            ));
-            for l in &self.moved {
-                out.push(format!("claude-shim:   {} ({})", path(l), l.runs));
-            }
-        }
-        if !self.reported.is_empty() {
-            out.push(
-                "claude-shim: the run left what the host would run (left in place: filesystem.after_effects = \"report\"):"
-                    .to_owned(),
-            );
-            for l in &self.reported {
-                out.push(format!("claude-shim:   {} ({})", path(l), l.runs));
-            }
-        }
-        for (l, why) in &self.failed {
-            out.push(format!(
-                "claude-shim: warning: left in place {} ({}): failed to {why}",
-                path(l),
-                l.runs
-            ));
-        }
-        for e in &self.errors {
-            out.push(format!("claude-shim: warning: failed to {e}"));
-        }
-        out
     }
 }
 

@@ -11,7 +11,8 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{copy, Left, Outcome};
+use super::copy;
+use super::outcome::{Left, Outcome};
 use crate::hostfs::{Dir, Kind};
 
 const MANIFEST: &str = "manifest.json";

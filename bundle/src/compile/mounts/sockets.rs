@@ -12,7 +12,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{bind, depth, is_forbidden, mount, Builder, Layer, HIDE_FILE};
+use super::{bind, depth, is_forbidden, mount, Builder, Layer};
+
+/// A socket's cover: /dev/null read-only, and only if the socket is still
+/// there when the runtime mounts it. A daemon that stops between the census
+/// and the mount takes its socket with it; without `x-claude-shim-if-present`
+/// the runtime would try to make a mount point in the read-only host tree
+/// and fail the start (claude-shim's runtime honours it, vendor/README.md;
+/// runc passes an `x-` option to the kernel's data, which a bind ignores).
+const SOCKET_COVER: &[&str] = &["bind", "ro", "x-claude-shim-if-present"];
 use crate::compile::input::PathKind;
 use crate::compile::output::CompileError;
 use crate::compile::resolve::resolve;
@@ -81,7 +89,7 @@ impl Builder<'_, '_> {
             covered.push(p);
         }
         for p in covered {
-            self.push(Layer::Hidden, mount(&p, "bind", Path::new("/dev/null"), HIDE_FILE));
+            self.push(Layer::Hidden, mount(&p, "bind", Path::new("/dev/null"), SOCKET_COVER));
         }
         Ok(())
     }

@@ -585,6 +585,22 @@ impl Mount {
         // ignored elsewhere, as runc does.
         let copy_up = data_options.iter().any(|o| o == "tmpcopyup") && typ == Some("tmpfs");
         data_options.retain(|o| o != "tmpcopyup");
+        // claude-shim: `x-claude-shim-if-present` mounts a bind only over what
+        // is already at its destination, and is no mount where nothing is
+        // (the cover of a host socket whose daemon stopped since the sandbox's
+        // policy was compiled): no mount point is made for it.
+        let if_present = data_options.iter().any(|o| o == "x-claude-shim-if-present") && is_bind(m);
+        data_options.retain(|o| o != "x-claude-shim-if-present");
+        if if_present {
+            match root.resolve_nofollow(container_dest) {
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), pathrs::error::ErrorKind::OsError(Some(libc::ENOENT))) => {
+                    tracing::debug!(?container_dest, "nothing to cover: the mount is skipped");
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         // claude-shim: a tmpfs over an existing directory takes that
         // directory's mode (a `mode=` in the options still wins, coming
         // later), as in runc: /run stays 0755 under podman's --read-only
@@ -606,7 +622,9 @@ impl Mount {
                 err
             })?;
 
-            if src.is_dir() {
+            if if_present {
+                // Resolved above: nothing to make.
+            } else if src.is_dir() {
                 root.mkdir_all(container_dest, &dir_perm)?;
             } else {
                 let parent = container_dest

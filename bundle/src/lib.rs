@@ -13,6 +13,8 @@ pub mod policy;
 pub mod seccomp;
 pub mod write;
 
-pub use compile::{compile, CompileError, Compiled, HostView, Invocation, PathKind, Placeholder, SkeletonEntry};
+pub use compile::{
+    compile, CompileError, Compiled, HostView, Invocation, Owner, PathKind, Placeholder, RunAs, SkeletonEntry,
+};
 pub use policy::{Policy, PolicyError};
 pub use write::{fill_skeleton, write_bundle, WriteError, WriteOptions};

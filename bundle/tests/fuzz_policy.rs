@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use claude_shim_bundle::{compile, HostView, Invocation, PathKind, Policy};
+use claude_shim_bundle::{compile, HostView, Invocation, Owner, PathKind, Policy};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
@@ -47,6 +47,7 @@ impl Host {
         }
         for f in [
             "/home/u/.netrc",
+            "/etc/shadow",
             "/home/u/proj/.env",
             "/home/u/proj/.git/config",
             "/profile.json",
@@ -127,6 +128,28 @@ impl HostView for Host {
             .collect();
         out.push(PathBuf::from("/gone/x.sock"));
         Ok(out)
+    fn owner(&self, path: &Path) -> Option<Owner> {
+        let mode = match self.0.get(path)? {
+            _ if path == Path::new("/etc/shadow") => 0o640,
+            PathKind::Dir => 0o755,
+            _ => 0o644,
+        };
+        Some(Owner { uid: 0, gid: 0, mode })
+    }
+
+    fn root_only(
+        &self,
+        root: &Path,
+        _max_depth: usize,
+        _max_entries: usize,
+        _skip: &dyn Fn(&str) -> bool,
+    ) -> std::io::Result<Vec<PathBuf>> {
+        Ok(self
+            .0
+            .keys()
+            .filter(|p| p.starts_with(root) && self.owner(p).is_some_and(|o| o.mode & 0o004 == 0))
+            .cloned()
+            .collect())
     }
 }
 

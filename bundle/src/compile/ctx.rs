@@ -1,8 +1,10 @@
-//! What every pass reads (`Ctx`): the policy, the host view, the invocation
-//! and the user-namespace choice, built once by `compile` and handed down.
+//! What every pass reads (`Ctx`): the policy, the host view, the invocation,
+//! the user-namespace choice and who the process runs as, built once by
+//! `compile` and handed down.
 
 use super::input::{HostView, Invocation};
 use super::output::CompileError;
+use super::run_as::RunAs;
 use crate::policy::Policy;
 
 /// What every pass reads.
@@ -12,6 +14,8 @@ pub(crate) struct Ctx<'a> {
     pub inv: &'a Invocation,
     /// The user namespace applies.
     pub userns: bool,
+    /// Who the process is on the host.
+    pub run_as: RunAs,
 }
 
 impl Ctx<'_> {

@@ -16,6 +16,15 @@ pub enum PathKind {
     Other,
 }
 
+/// Who owns a path and its permission bits, as `lstat` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+}
+
 /// The machine as the compiler needs to see it; the binary implements it with
 /// std::fs (and a fake implements it in tests).
 pub trait HostView {
@@ -44,6 +53,20 @@ pub trait HostView {
     /// sockets are bound at (every network namespace the caller can see),
     /// deduplicated, as bound (not resolved, not checked to exist).
     fn unix_sockets(&self) -> std::io::Result<Vec<PathBuf>>;
+    /// `lstat(path)`'s owner and mode; None when it does not exist (the
+    /// working directory's owner is who a root caller's sandbox runs as).
+    fn owner(&self, path: &Path) -> Option<Owner>;
+    /// What "others" may not read under `root`, at most `max_depth` levels
+    /// down, not following symlinks, leaving out names `skip` accepts: regular
+    /// files without o+r, and directories without o+r or o+x (listed, not
+    /// entered). Looking at more than `max_entries` entries is an error.
+    fn root_only(
+        &self,
+        root: &Path,
+        max_depth: usize,
+        max_entries: usize,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> std::io::Result<Vec<PathBuf>>;
 }
 
 /// Who runs what, where: everything of one run that is not in the policy.
@@ -53,7 +76,8 @@ pub struct Invocation {
     pub workdir: PathBuf,
     /// The caller's home (what `~` means in the policy).
     pub home: PathBuf,
-    /// The ids the process runs as (for root invoked through sudo, root: 0).
+    /// The caller's ids (for root invoked through sudo, root: 0). A root
+    /// caller's sandbox runs as the working directory's owner (see `RunAs`).
     pub uid: u32,
     pub gid: u32,
     /// The caller has no root privileges (decides `user_namespace = "auto"`).

@@ -114,17 +114,18 @@ pub(crate) fn linux(ctx: &Ctx<'_>, masked: Vec<String>, readonly: Vec<String>) -
     let mut l = Linux::default();
     l.set_namespaces(Some(namespaces(ctx.userns)));
     if ctx.userns {
-        // The caller is root inside: libcontainer configures a new user
+        // The run's ids are root inside: libcontainer configures a new user
         // namespace as its uid 0 (setuid(0) there fails unless 0 is mapped).
+        let (host_uid, host_gid) = ctx.run_as.host_ids();
         let uid = LinuxIdMappingBuilder::default()
             .container_id(0u32)
-            .host_id(ctx.inv.uid)
+            .host_id(host_uid)
             .size(1u32)
             .build()
             .expect("an id mapping is complete");
         let gid = LinuxIdMappingBuilder::default()
             .container_id(0u32)
-            .host_id(ctx.inv.gid)
+            .host_id(host_gid)
             .size(1u32)
             .build()
             .expect("an id mapping is complete");

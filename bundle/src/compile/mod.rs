@@ -14,6 +14,7 @@ mod network;
 mod output;
 mod process;
 mod resolve;
+mod run_as;
 
 /// The kernel paths every sandbox masks and keeps read-only, and the CPU
 /// period of its quota: the runtime's admin policy applies them to specs an
@@ -21,8 +22,10 @@ mod resolve;
 pub use linux::CPU_PERIOD;
 pub use mounts::{search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT, MASKED_PATHS, READONLY_PATHS};
 
-pub use input::{HostView, Invocation, PathKind};
+pub use input::{HostView, Invocation, Owner, PathKind};
+pub use mounts::{ROOT_ONLY_SYS, ROOT_ONLY_TREES};
 pub use output::{CompileError, Compiled, Placeholder, SkeletonEntry};
+pub use run_as::RunAs;
 
 use std::collections::HashMap;
 
@@ -64,6 +67,7 @@ pub fn compile(policy: &Policy, host: &dyn HostView, inv: &Invocation) -> Result
         host,
         inv,
         userns,
+        run_as: RunAs::decide(host, inv),
     };
 
     let fs = mounts::compile(&ctx)?;

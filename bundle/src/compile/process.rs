@@ -1,4 +1,4 @@
-//! The process pass: who the agent runs as (the caller's ids), with which
+//! The process pass: who the agent runs as (`RunAs`), with which
 //! capabilities (none unless the policy keeps some), no_new_privileges,
 //! rlimits, and the environment: cleared, then the allow list, minus the
 //! fixed secret rule, plus what the policy sets and IS_SANDBOX=1.
@@ -44,12 +44,13 @@ pub(crate) fn environment(ctx: &Ctx<'_>) -> Env {
 }
 
 /// The uid and gid the process runs as (the empty home's tmpfs belongs to
-/// them). In a user namespace the caller is mapped to root (see linux.rs).
+/// them): who `run_as` says, and in a user namespace root there, to which
+/// those ids are mapped (see linux.rs).
 pub(crate) fn ids(ctx: &Ctx<'_>) -> (u32, u32) {
     if ctx.userns {
         (0, 0)
     } else {
-        (ctx.inv.uid, ctx.inv.gid)
+        ctx.run_as.host_ids()
     }
 }
 
@@ -65,11 +66,13 @@ pub(crate) fn process(ctx: &Ctx<'_>, env: Env) -> Result<Process, CompileError> 
         .build()
         .expect("capability sets are complete");
     let (uid, gid) = ids(ctx);
-    let user = UserBuilder::default()
-        .uid(uid)
-        .gid(gid)
-        .build()
-        .expect("a user with ids is complete");
+    let mut user = UserBuilder::default().uid(uid).gid(gid);
+    if ctx.run_as.drops_groups() {
+        // libcontainer calls setgroups only for a non-empty list: the
+        // process's own group alone replaces whatever groups root had.
+        user = user.additional_gids(vec![gid]);
+    }
+    let user = user.build().expect("a user with ids is complete");
     let mut rlimits = Vec::new();
     for (name, limit) in &ctx.policy.resources.rlimits {
         rlimits.push(

@@ -20,6 +20,7 @@ mod identity;
 mod isolation;
 mod network;
 mod sockets;
+mod run_as;
 mod spec;
 
 /// A host made of a map of paths; what the binary's std::fs view would say.
@@ -29,6 +30,8 @@ struct FakeHost {
     files: BTreeMap<PathBuf, Vec<u8>>,
     /// What the socket census reports (bound paths, existing or not).
     sockets: Vec<PathBuf>,
+    /// Owners and modes; a path not here is root's, 0755 or 0644.
+    owners: BTreeMap<PathBuf, Owner>,
 }
 
 impl FakeHost {
@@ -55,6 +58,14 @@ impl FakeHost {
     fn socket(mut self, path: &str) -> Self {
         self.sockets.push(path.into());
         self.with(path, PathKind::Other)
+    /// `path`'s owner and mode (the path must be there already).
+    fn owned(mut self, path: &str, uid: u32, gid: u32, mode: u32) -> Self {
+        assert!(
+            self.paths.contains_key(Path::new(path)),
+            "{path} is not on the fake host"
+        );
+        self.owners.insert(path.into(), Owner { uid, gid, mode });
+        self
     }
     fn content(mut self, path: &str, text: &str) -> Self {
         self = self.file(path);
@@ -142,6 +153,53 @@ impl HostView for FakeHost {
     }
     fn unix_sockets(&self) -> std::io::Result<Vec<PathBuf>> {
         Ok(self.sockets.clone())
+    }
+    fn owner(&self, path: &Path) -> Option<Owner> {
+        let kind = self.paths.get(path)?;
+        Some(self.owners.get(path).copied().unwrap_or(Owner {
+            uid: 0,
+            gid: 0,
+            mode: if *kind == PathKind::Dir { 0o755 } else { 0o644 },
+        }))
+    }
+    fn root_only(
+        &self,
+        root: &Path,
+        max_depth: usize,
+        max_entries: usize,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> std::io::Result<Vec<PathBuf>> {
+        if self.kind(root) != Some(PathKind::Dir) {
+            return Err(std::io::Error::from_raw_os_error(2));
+        }
+        let mut out: Vec<PathBuf> = Vec::new();
+        let mut seen = 0;
+        for (p, kind) in &self.paths {
+            let Ok(rel) = p.strip_prefix(root) else { continue };
+            let depth = rel.components().count();
+            if depth == 0 || depth > max_depth {
+                continue;
+            }
+            seen += 1;
+            if seen > max_entries {
+                return Err(std::io::Error::other("too many entries"));
+            }
+            let skipped = rel.components().any(|c| skip(c.as_os_str().to_str().unwrap()));
+            // Not entered: below a directory already listed.
+            if skipped || out.iter().any(|o| p.starts_with(o)) {
+                continue;
+            }
+            let mode = self.owner(p).unwrap().mode;
+            let hidden = match kind {
+                PathKind::File => mode & 0o004 == 0,
+                PathKind::Dir => mode & 0o005 != 0o005,
+                _ => false,
+            };
+            if hidden {
+                out.push(p.clone());
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -2,9 +2,9 @@
 //! (which the runtime collects): the bundle of each run, half-written
 //! bundles and skeletons, console sockets, and the placeholders in working
 //! directories no sandbox holds any more (`lease::collect`), the temp
-//! directories of `claude --per-command` calls. The shared
-//! caches stay: `rootfs-<hash>` skeletons, `.env-index-*` files and the
-//! seccomp program cache (outside the state directory).
+//! directories of `claude --per-command` calls. The shared caches stay:
+//! `rootfs-<hash>` skeletons, `.env-index-*` and `.root-only-index-*` files
+//! and the seccomp program cache (outside the state directory).
 //!
 //! A bundle belongs to a live sandbox as long as the process whose pid is in
 //! its id could have made it (`runtime::gc::maker_gone`); a half-written one
@@ -29,7 +29,7 @@ fn maker_pid(name: &str) -> Option<i32> {
     if let Some(pid) = name.strip_prefix("console-").and_then(|n| n.strip_suffix(".sock")) {
         return pid.parse().ok();
     }
-    if name.starts_with('.') && !name.starts_with(".env-index-") {
+    if name.starts_with('.') && !name.starts_with(".env-index-") && !name.starts_with(super::root_only::INDEX_PREFIX) {
         let (_, pid) = name.rsplit_once(".new-").or_else(|| name.rsplit_once(".old-"))?;
         return pid.parse().ok();
     }
@@ -94,6 +94,7 @@ mod tests {
             "rootfs-0123456789abcdef",
             ".env-index-0123456789abcdef.json",
             ".env-index-0123456789abcdef.tmp-12",
+            ".root-only-index-0123456789abcdef.json",
             "mycontainer",
             "x.bundle",
             "sandbox-1-zz.bundle",

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::fs::Metadata;
 use std::path::{Path, PathBuf};
 
-use claude_shim_bundle::{HostView, PathKind};
+use claude_shim_bundle::{HostView, Owner, PathKind};
 
 use super::env_index::Found;
 
@@ -87,6 +87,29 @@ impl HostView for StdHost {
         let t = std::time::Instant::now();
         let found = super::sockets::census().map_err(|e| std::io::Error::other(format!("{e:#}")));
         tracing::debug!("socket census in {} us", t.elapsed().as_micros());
+    fn owner(&self, path: &Path) -> Option<Owner> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path).ok().map(|m| Owner {
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode() & 0o7777,
+        })
+    }
+
+    fn root_only(
+        &self,
+        root: &Path,
+        max_depth: usize,
+        max_entries: usize,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> std::io::Result<Vec<PathBuf>> {
+        let t = std::time::Instant::now();
+        let found = super::root_only::find(root, max_depth, max_entries, skip, self.index_dir.as_deref());
+        tracing::debug!(
+            "searched {} for root-only files in {} us",
+            root.display(),
+            t.elapsed().as_micros()
+        );
         found
     }
 }

@@ -10,6 +10,7 @@ pub mod host;
 pub mod lease;
 pub mod quarantine;
 pub mod sockets;
+pub mod root_only;
 
 use std::path::{Path, PathBuf};
 

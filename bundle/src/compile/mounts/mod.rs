@@ -10,14 +10,19 @@
 //! `git` (the repositories), `nested` (the start's one search, and the
 //! host-run entries below the top), `present` (what the quarantine at exit
 //! compares against), `home` (the empty home, the home as the working
-//! directory) and `sockets` (the host's unix sockets covered).
+//! directory), `sockets` (the host's unix sockets covered) and `root_only`
+//! (what a root-run sandbox in a root-owned project could read that only
+//! root may).
 
 mod git;
 mod gitconfig;
 mod home;
 mod nested;
 mod present;
+mod root_only;
 mod sockets;
+
+pub use root_only::{ROOT_ONLY_SYS, ROOT_ONLY_TREES};
 
 use std::path::{Path, PathBuf};
 
@@ -551,6 +556,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     let host_run = b.host_run_present()?;
     b.home_workdir()?;
     b.sockets()?;
+    b.root_only()?;
 
     let mut mounts = b.mounts;
     // Parents first; among equals, later layers on top. The sort is stable,
@@ -572,7 +578,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
         mounts: out,
         skeleton: b.skeleton,
         placeholders: b.placeholders,
-        masked_paths: MASKED_PATHS.iter().map(|s| s.to_string()).collect(),
+        masked_paths: root_only::masked_paths(ctx)?,
         readonly_paths: READONLY_PATHS.iter().map(|s| s.to_string()).collect(),
         host_run,
     })

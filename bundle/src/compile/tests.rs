@@ -58,6 +58,7 @@ impl FakeHost {
     fn socket(mut self, path: &str) -> Self {
         self.sockets.push(path.into());
         self.with(path, PathKind::Other)
+    }
     /// `path`'s owner and mode (the path must be there already).
     fn owned(mut self, path: &str, uid: u32, gid: u32, mode: u32) -> Self {
         assert!(

@@ -84,6 +84,8 @@ pub struct Stat {
     pub ino: u64,
     /// Permission bits only.
     pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
     /// The last modification, in nanoseconds since the epoch.
     pub mtime_ns: i128,
 }
@@ -104,6 +106,8 @@ impl Stat {
             dev: st.st_dev,
             ino: st.st_ino,
             mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            gid: st.st_gid,
             mtime_ns: st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
         }
     }
@@ -413,6 +417,21 @@ impl Dir {
         self.at("open", rel, || {
             let (parent, name) = split(rel)?;
             Ok((self.root.resolve(here(parent)).map_err(os)?, name))
+        })
+    }
+
+    /// Gives what is at `rel` (a link itself, never its target) to `uid`:`gid`.
+    pub fn chown(&self, rel: &Path, uid: u32, gid: u32) -> Result<()> {
+        let (dir, name) = self.parent(rel)?;
+        self.at("chown", rel, || {
+            rustix::fs::chownat(
+                dir.as_fd(),
+                name,
+                Some(rustix::fs::Uid::from_raw(uid)),
+                Some(rustix::fs::Gid::from_raw(gid)),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(io::Error::from)
         })
     }
 

@@ -134,9 +134,29 @@ pub fn create_placeholder(wd: &crate::hostfs::Dir, p: &Placeholder) -> Result<bo
         wd.write_new(rel, b"", 0o644)
     };
     match r {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            give_to_parents_owner(wd, rel);
+            Ok(true)
+        }
         Err(e) if e.is_exists() => Ok(false),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// As root in a user's project, a placeholder is the user's like the rest of
+/// it: the sandbox (which runs as that user) gets EROFS from its read-only
+/// mount rather than EACCES, and the user can remove one a killed run left.
+/// Through the working directory's handle: nothing on the way is followed.
+fn give_to_parents_owner(wd: &crate::hostfs::Dir, rel: &Path) {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let Ok(Some(st)) = wd.stat(parent) else { return };
+    if st.kind == crate::hostfs::Kind::Dir && st.uid != 0 {
+        if let Err(e) = wd.chown(rel, st.uid, st.gid) {
+            tracing::debug!("give placeholder to uid {}: {e}", st.uid);
+        }
     }
 }
 

@@ -20,6 +20,9 @@ pub struct Expectations {
     pub env: EnvExpect,
     /// The uid and gid the sandbox's process runs as; None: not checked.
     pub user: Option<UserIds>,
+    /// Who that is on the host and the root-only files it must not read;
+    /// None: not checked.
+    pub root_only: Option<RootOnlyExpect>,
     /// Fields of /proc/self/status.
     pub status: StatusExpect,
     pub namespaces: NamespaceExpect,
@@ -52,6 +55,17 @@ pub struct EnvExpect {
 pub struct UserIds {
     pub uid: u32,
     pub gid: u32,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RootOnlyExpect {
+    /// Who the process is on the host, in words ("runs as uid 1000 (the
+    /// working directory's owner)", "uid 0, root-only files masked").
+    pub run_as: String,
+    /// Files of the host only root may read (/etc/shadow, /etc/gshadow):
+    /// inside they must read as nothing (refused, empty or absent).
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// The values /proc/self/status must show (proc(5)).
@@ -291,6 +305,7 @@ impl Expectations {
             .chain(self.paths.pinned.iter())
             .chain(self.paths.empty_home.iter().map(|h| &h.path))
             .chain(self.sockets.unix.iter())
+            .chain(self.root_only.iter().flat_map(|r| r.unreadable.iter()))
             .chain(self.escapes.nested_userns.iter().map(|n| &n.protected_file));
         for p in paths {
             if !p.is_absolute() {
@@ -350,6 +365,10 @@ pub(crate) fn sample() -> Expectations {
             allowed: None,
         },
         user: Some(UserIds { uid: 0, gid: 0 }),
+        root_only: Some(RootOnlyExpect {
+            run_as: "uid 0, root-only files masked".into(),
+            unreadable: vec!["/etc/shadow".into()],
+        }),
         status: StatusExpect::LOCKED,
         namespaces: NamespaceExpect {
             differ_from_host: [("pid".to_owned(), 4026531836)].into(),

@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use claude_shim_bundle::policy::is_secret_name;
-use claude_shim_bundle::{Invocation, Policy};
+use claude_shim_bundle::{Invocation, Policy, RunAs};
 use nix::errno::Errno;
 use oci_spec::runtime::{Capability, LinuxNamespaceType, Spec};
 
 use super::expect::{
     EmptyHome, EnvExpect, Errnos, EscapesExpect, NamespaceExpect, NestedUserns, PathsExpect, PidExpect, ReadOnlyPath,
-    SocketsExpect, StatusExpect, TtyExpect, UserIds,
+    RootOnlyExpect, SocketsExpect, StatusExpect, TtyExpect, UserIds,
 };
 use super::{Expectations, HostFacts};
 use network::network_expect;
@@ -135,6 +135,59 @@ fn empty_home(inv: &Invocation, mounts: &[oci_spec::runtime::Mount]) -> Option<E
     Some(EmptyHome { path: home, kept })
 }
 
+/// Files only root may read, checked from inside whoever the sandbox runs as.
+const ROOT_ONLY_FILES: &[&str] = &["/etc/shadow", "/etc/gshadow"];
+
+/// Who the spec runs its process as on the host (what `RunAs` decided).
+fn run_as(inv: &Invocation, spec: &Spec) -> RunAs {
+    if inv.unprivileged {
+        return RunAs::Caller {
+            uid: inv.uid,
+            gid: inv.gid,
+        };
+    }
+    let user = spec.process().as_ref().map(|p| p.user().clone()).unwrap_or_default();
+    let linux = spec.linux().clone().unwrap_or_default();
+    let mapped = |maps: Option<&Vec<oci_spec::runtime::LinuxIdMapping>>, id: u32| {
+        maps.and_then(|m| m.iter().find(|m| m.container_id() == id).map(|m| m.host_id()))
+            .unwrap_or(id)
+    };
+    let uid = mapped(linux.uid_mappings().as_ref(), user.uid());
+    let gid = mapped(linux.gid_mappings().as_ref(), user.gid());
+    if uid == 0 {
+        RunAs::RootMasked
+    } else {
+        RunAs::Owner { uid, gid }
+    }
+}
+
+/// The identity row and the root-only files of the host the sandbox shows
+/// (its own root's, with a rootfs, are not the host's).
+fn root_only_expect(inv: &Invocation, spec: &Spec) -> RootOnlyExpect {
+    use std::os::unix::fs::PermissionsExt;
+    let mounts = spec.mounts().clone().unwrap_or_default();
+    let shows_host = |p: &Path| {
+        mounts.iter().any(|m| {
+            m.destination() != Path::new("/")
+                && p.starts_with(m.destination())
+                && m.source().as_deref() == Some(m.destination().as_path())
+        })
+    };
+    let unreadable = ROOT_ONLY_FILES
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| {
+            std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o004 == 0)
+                && !p.starts_with(&inv.workdir)
+                && shows_host(p)
+        })
+        .collect();
+    RootOnlyExpect {
+        run_as: run_as(inv, spec).describe(),
+        unreadable,
+    }
+}
+
 /// A few abstract unix sockets of the host (/proc/net/unix, names after '@').
 fn host_abstract_sockets() -> Vec<String> {
     let text = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
@@ -231,7 +284,15 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
             m.typ().as_deref() == Some("bind") && m.source().as_deref() == Some(m.destination().as_path())
         });
     if home_bound && inv.home.is_dir() && !inv.workdir.starts_with(&inv.home) && inv.home != Path::new("/") {
-        read_only.push(ro_path(inv.home.clone()));
+        // Run as the project's owner, root's home may refuse it at the door.
+        let refused: &[Errno] = match run_as(inv, spec) {
+            RunAs::Owner { .. } => &[Errno::EROFS, Errno::EACCES],
+            _ => &[Errno::EROFS],
+        };
+        read_only.push(ReadOnlyPath {
+            path: inv.home.clone(),
+            refused_with: Errnos::of(refused),
+        });
     }
     for p in linux.masked_paths().iter().flatten() {
         hidden.push(PathBuf::from(p));
@@ -271,6 +332,7 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
             uid: process.user().uid(),
             gid: process.user().gid(),
         }),
+        root_only: Some(root_only_expect(inv, spec)),
         status,
         namespaces: NamespaceExpect {
             differ_from_host: differ,

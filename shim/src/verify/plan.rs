@@ -225,11 +225,24 @@ pub fn plan(exp: &Expectations) -> Vec<Check> {
     }
 
     if let Some(u) = exp.user {
+        let on_host = exp
+            .root_only
+            .as_ref()
+            .map(|r| format!(": {}", r.run_as))
+            .unwrap_or_default();
         p.push(check(
             "user ids",
             Group::Privileges,
-            format!("uid {} gid {}", u.uid, u.gid),
+            format!("uid {} gid {}{on_host}", u.uid, u.gid),
             Kind::UserIds { uid: u.uid, gid: u.gid },
+        ));
+    }
+    for path in exp.root_only.iter().flat_map(|r| r.unreadable.iter()) {
+        p.push(check(
+            format!("root-only {}", path.display()),
+            Group::Privileges,
+            "unreadable",
+            Kind::Hidden { path: path.clone() },
         ));
     }
     let s = exp.status;
@@ -505,6 +518,7 @@ mod tests {
         for id in [
             "env GITHUB_TOKEN absent",
             "user ids",
+            "root-only /etc/shadow",
             "status NoNewPrivs",
             "status Seccomp",
             "status CapBnd",
@@ -528,6 +542,8 @@ mod tests {
         ] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }
+        let ids = plan.iter().find(|c| c.id == "user ids").unwrap();
+        assert_eq!(ids.expected, "uid 0 gid 0: uid 0, root-only files masked");
         let cap = plan.iter().find(|c| c.id == "status CapEff").unwrap();
         assert_eq!(cap.expected, "0000000000000000");
         let mount = plan.iter().find(|c| c.id == "syscall mount").unwrap();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use claude_shim_bundle::policy::values::{BindPath, EnvName, EnvPattern, NetworkMode, WorkdirPath};
-use claude_shim_bundle::Policy;
+use claude_shim_bundle::{Policy, RunAs};
 use serde_json::{json, Value};
 
 use crate::hostfs::{Dir, Kind};
@@ -46,6 +46,17 @@ pub const PASSED_ENV: &[&str] = &[
     "DISABLE_ERROR_REPORTING",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
 ];
+
+/// The agent's configuration directory's name under the state directory:
+/// `claude`, or `claude-<uid>` when the sandbox runs as another user than the
+/// caller (root in that user's project), so that agents working as two
+/// different users share nothing.
+pub fn config_dir_name(run_as: RunAs) -> String {
+    match run_as {
+        RunAs::Owner { uid, .. } => format!("claude-{uid}"),
+        RunAs::Caller { .. } | RunAs::RootMasked => "claude".to_owned(),
+    }
+}
 
 /// The host's Claude Code configuration directory (`CLAUDE_CONFIG_DIR` or `~/.claude`).
 pub fn host_config_dir(home: &Path) -> PathBuf {

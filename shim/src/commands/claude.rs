@@ -39,13 +39,16 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let inv_home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| "/".into());
-    let dir = sandbox::state_dir("claude")?;
-    claude::prepare_config_dir(&dir, &claude::host_config_dir(&inv_home))?;
-    let mut policy = claude::whole_agent_policy(sandbox::load_policy(args.policy.as_deref())?, dir.path())?;
-    claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
     let mut argv = vec![exe.to_string_lossy().into_owned()];
     argv.extend(args.args.iter().cloned());
     let inv = sandbox::invocation(None, None, &argv, caller_has_terminal())?;
+    let run_as = sandbox::run_as(&inv);
+    let dir = sandbox::state_dir(&claude::config_dir_name(run_as))?;
+    claude::prepare_config_dir(&dir, &claude::host_config_dir(&inv_home))?;
+    // The agent writes it as whoever the sandbox runs as.
+    sandbox::hand_over::hand_over(dir.path(), run_as)?;
+    let mut policy = claude::whole_agent_policy(sandbox::load_policy(args.policy.as_deref())?, dir.path())?;
+    claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
     run_policy(rt, &policy, &inv, &mut |c| {
         let mut ann = c.spec.annotations().clone().unwrap_or_default();
         ann.insert(gateway::ANNOTATION.to_owned(), upstream.clone());

@@ -6,6 +6,7 @@
 pub mod denials;
 pub mod env_index;
 pub mod gc;
+pub mod hand_over;
 pub mod host;
 pub mod lease;
 pub mod quarantine;
@@ -15,7 +16,7 @@ pub mod root_only;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
-use claude_shim_bundle::{compile, write_bundle, Compiled, Invocation, Placeholder, Policy, WriteOptions};
+use claude_shim_bundle::{compile, write_bundle, Compiled, Invocation, Placeholder, Policy, RunAs, WriteOptions};
 
 /// `$XDG_STATE_HOME/claude-shim/NAME` (default `~/.local/state/...`): what
 /// claude-shim keeps for the user (`logs` of the last runs, the agent's
@@ -90,6 +91,11 @@ pub fn invocation(
         terminal,
         rootfs,
     })
+}
+
+/// Who a sandbox for `inv` runs as on the host (what `compile` decides too).
+pub fn run_as(inv: &Invocation) -> RunAs {
+    RunAs::decide(&host::StdHost { index_dir: None }, inv)
 }
 
 /// `index_dir`: where the `.env` search keeps its index (see env_index).

@@ -67,6 +67,27 @@ fn world(owner: Option<(u32, u32)>) -> World {
     }
 }
 
+/// Root's world, with the project given to the test user: the sandboxes run
+/// as that user (issue 23, item 5).
+fn world_of_root_in_users_project() -> (World, (u32, u32)) {
+    let w = world(None);
+    let (uid, gid) = test_user();
+    let ok = Command::new("chown")
+        .args(["-R", &format!("{uid}:{gid}")])
+        .arg(&w.proj)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    std::fs::set_permissions(w.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (w, (uid, gid))
+}
+
+fn owner_of(p: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.uid(), m.gid())
+}
+
 impl World {
     /// `program args` as the world's user, with a clean environment holding
     /// the key and pointing at the mock.
@@ -122,15 +143,18 @@ impl World {
 
     fn assert_nothing_left(&self) {
         let ours = self.root.join(".claude-shim");
-        // The shared rootfs skeleton and the .env index are kept across runs
-        // on purpose (docs/startup.md), and so is the per-command entry (bin/).
+        // The shared rootfs skeleton and the .env and root-only indexes are kept
+        // across runs on purpose (docs/startup.md), and so is the per-command entry (bin/).
         let left: Vec<_> = std::fs::read_dir(&ours)
             .map(|r| {
                 r.flatten()
                     .map(|e| e.file_name())
                     .filter(|n| {
                         let n = n.to_string_lossy();
-                        !n.starts_with("rootfs-") && !n.starts_with(".env-index-") && n != "bin"
+                        !n.starts_with("rootfs-")
+                            && !n.starts_with(".env-index-")
+                            && !n.starts_with(".root-only-index-")
+                            && n != "bin"
                     })
                     .collect()
             })
@@ -244,6 +268,30 @@ fn whole_agent_rootless() {
     whole_agent(Some(test_user()));
 }
 
+/// Root runs the agent in a user's project: the agent is that user, its
+/// configuration directory is that user's (apart from root's own), and what
+/// it writes in the project keeps the project's owner.
+#[test]
+fn whole_agent_as_root_in_a_users_project() {
+    let (w, (uid, gid)) = world_of_root_in_users_project();
+    let mock = MockApi::start(&[&format!("{}\necho uid=$(id -u)\necho x > made-by-agent", probe())]);
+    let out = w.claude(&[], &mock);
+    let results = assert_ran(&out, &mock, 1);
+    eprintln!("whole agent as root in a user's project:\n{}", results[0]);
+    assert_probe(&results[0]);
+    assert!(results[0].contains(&format!("uid={uid}")), "{}", results[0]);
+    assert_eq!(owner_of(&w.proj.join("made-by-agent")), (uid, gid));
+    let agent = w.home.join(format!(".local/state/claude-shim/claude-{uid}"));
+    for f in ["", "CLAUDE.md", ".claude.json"] {
+        assert_eq!(owner_of(&agent.join(f)), (uid, gid), "{f}");
+    }
+    assert!(
+        !w.home.join(".local/state/claude-shim/claude").exists(),
+        "root's own stays apart"
+    );
+    w.assert_nothing_left();
+}
+
 /// The escape of the issue: a command of the agent plants a SessionStart
 /// hook in the host's settings and an MCP server in the host's
 /// ~/.claude.json, for the next unsandboxed `claude` to run as the user.
@@ -346,6 +394,27 @@ fn per_command_as_root() {
 #[test]
 fn per_command_rootless() {
     per_command(Some(test_user()));
+}
+
+/// Root runs claude in a user's project: each command is that user, and the
+/// `cd` of one still carries over to the next (the shared temp directory is
+/// theirs to write).
+#[test]
+fn per_command_as_root_in_a_users_project() {
+    let (w, (uid, gid)) = world_of_root_in_users_project();
+    let mock = MockApi::start(&[
+        &format!("{}\necho uid=$(id -u)", probe()),
+        "mkdir -p sub && cd sub",
+        "pwd",
+    ]);
+    let out = w.claude(&["--per-command"], &mock);
+    let results = assert_ran(&out, &mock, 3);
+    eprintln!("per-command as root in a user's project:\n{}", results.join("\n---\n"));
+    assert_probe(&results[0]);
+    assert!(results[0].contains(&format!("uid={uid}")), "{}", results[0]);
+    assert_eq!(results[2].trim(), w.proj.join("sub").to_str().unwrap());
+    assert_eq!(owner_of(&w.proj.join("sub")), (uid, gid));
+    w.assert_nothing_left();
 }
 
 /// The entry point Claude Code calls: output bytes and exit codes as the

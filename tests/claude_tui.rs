@@ -221,7 +221,12 @@ fn interactive(per_command: bool, exit_key: &str) {
             r.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 // Kept on purpose: the shared caches and the per-command entry (bin/).
-                .filter(|n| !n.starts_with("rootfs-") && !n.starts_with(".env-index-") && n != "bin")
+                .filter(|n| {
+                    !n.starts_with("rootfs-")
+                        && !n.starts_with(".env-index-")
+                        && !n.starts_with(".root-only-index-")
+                        && n != "bin"
+                })
                 .collect()
         })
         .unwrap_or_default();

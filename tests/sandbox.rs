@@ -177,7 +177,7 @@ fn assert_defences(got: &std::collections::HashMap<String, String>) {
 fn assert_clean(env: &Env, ws: &Workspace, pid: u32) {
     assert_gone(&env.root, &format!("sandbox-{pid}-"));
     let ours = env.root.join(".claude-shim");
-    // The .env index and the shared rootfs skeleton are kept across runs on
+    // The .env and root-only indexes and the shared rootfs skeleton are kept across runs on
     // purpose (docs/startup.md); anything else there is a run's state that
     // should be gone.
     let left: Vec<_> = std::fs::read_dir(&ours)
@@ -186,7 +186,7 @@ fn assert_clean(env: &Env, ws: &Workspace, pid: u32) {
                 .map(|e| e.file_name())
                 .filter(|n| {
                     let n = n.to_string_lossy();
-                    !n.starts_with(".env-index-") && !n.starts_with("rootfs-")
+                    !n.starts_with(".env-index-") && !n.starts_with(".root-only-index-") && !n.starts_with("rootfs-")
                 })
                 .collect()
         })

@@ -23,7 +23,6 @@ pub use linux::CPU_PERIOD;
 pub use mounts::{search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT, MASKED_PATHS, READONLY_PATHS};
 
 pub use input::{HostView, Invocation, Owner, PathKind};
-pub use mounts::{ROOT_ONLY_SYS, ROOT_ONLY_TREES};
 pub use output::{CompileError, Compiled, Placeholder, SkeletonEntry};
 pub use run_as::RunAs;
 

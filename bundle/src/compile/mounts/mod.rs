@@ -22,8 +22,6 @@ mod present;
 mod root_only;
 mod sockets;
 
-pub use root_only::{ROOT_ONLY_SYS, ROOT_ONLY_TREES};
-
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{Mount, MountBuilder, Root, RootBuilder};
@@ -151,6 +149,8 @@ struct Builder<'c, 'a> {
     /// visible, unless an entry of `visible` as deep or deeper (mounted on
     /// top of it) shows part of them.
     covered: Vec<PathBuf>,
+    /// What the runtime masks once /proc and /sys are mounted.
+    masked_paths: Vec<String>,
 }
 
 impl Builder<'_, '_> {
@@ -522,6 +522,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
         found: None,
         git_dirs: Vec::new(),
         covered: Vec::new(),
+        masked_paths: MASKED_PATHS.iter().map(|s| s.to_string()).collect(),
     };
     let root = match &rootfs {
         None => {
@@ -578,7 +579,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
         mounts: out,
         skeleton: b.skeleton,
         placeholders: b.placeholders,
-        masked_paths: root_only::masked_paths(ctx)?,
+        masked_paths: b.masked_paths,
         readonly_paths: READONLY_PATHS.iter().map(|s| s.to_string()).collect(),
         host_run,
     })

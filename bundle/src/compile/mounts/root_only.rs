@@ -10,8 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Builder, MASKED_PATHS};
-use crate::compile::ctx::Ctx;
+use super::Builder;
 use crate::compile::output::CompileError;
 use crate::compile::resolve::resolve;
 use crate::compile::run_as::RunAs;
@@ -20,7 +19,7 @@ use crate::compile::run_as::RunAs;
 /// admins keep what only root may read (shadow files, TLS and SSH keys,
 /// VPN and database credentials, logs, backups of the account files, kernel
 /// images and System.map). Deeper, or elsewhere, is not searched.
-pub const ROOT_ONLY_TREES: &[(&str, usize)] = &[
+const ROOT_ONLY_TREES: &[(&str, usize)] = &[
     ("/etc", 5),
     ("/usr/local/etc", 3),
     ("/var/backups", 2),
@@ -33,7 +32,7 @@ pub const ROOT_ONLY_TREES: &[(&str, usize)] = &[
 /// Kernel files masked besides the root-only files found in /proc: kallsyms
 /// shows symbol addresses to a process the kernel trusts, and the slab
 /// caches' files tell a heap exploit what /proc/slabinfo would.
-pub const ROOT_ONLY_SYS: &[&str] = &["/proc/kallsyms", "/sys/kernel/slab"];
+const ROOT_ONLY_SYS: &[&str] = &["/proc/kallsyms", "/sys/kernel/slab"];
 
 /// At most this many entries are looked at per tree; more is refused rather
 /// than half-masked.
@@ -53,31 +52,28 @@ fn scan_error(tree: &Path, e: impl std::fmt::Display) -> CompileError {
     CompileError::Invocation(format!("look for root-only files under {}: {e}", tree.display()))
 }
 
-/// The spec's masked paths: the fixed set, plus (uid 0) the root-only kernel files.
-pub(crate) fn masked_paths(ctx: &Ctx<'_>) -> Result<Vec<String>, CompileError> {
-    let mut out: Vec<String> = MASKED_PATHS.iter().map(|s| s.to_string()).collect();
-    if ctx.run_as != RunAs::RootMasked {
-        return Ok(out);
-    }
-    let proc = Path::new("/proc");
-    let found = match ctx.host.root_only(proc, 1, MAX_ENTRIES, &is_pid) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(scan_error(proc, e)),
-    };
-    let mut extra: Vec<String> = found
-        .iter()
-        .map(|p| p.display().to_string())
-        .chain(ROOT_ONLY_SYS.iter().map(|s| s.to_string()))
-        .filter(|p| !out.contains(p))
-        .collect();
-    extra.sort();
-    extra.dedup();
-    out.extend(extra);
-    Ok(out)
-}
-
 impl Builder<'_, '_> {
+    /// The root-only files of /proc (as the host's procfs lists them: the
+    /// sandbox's is the same kernel's) and `ROOT_ONLY_SYS`, as masked paths.
+    fn root_only_kernel(&mut self) -> Result<(), CompileError> {
+        let proc = Path::new("/proc");
+        let found = match self.ctx.host.root_only(proc, 1, MAX_ENTRIES, &is_pid) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(scan_error(proc, e)),
+        };
+        let mut extra: Vec<String> = found
+            .iter()
+            .map(|p| p.display().to_string())
+            .chain(ROOT_ONLY_SYS.iter().map(|s| s.to_string()))
+            .filter(|p| !self.masked_paths.contains(p))
+            .collect();
+        extra.sort();
+        extra.dedup();
+        self.masked_paths.extend(extra);
+        Ok(())
+    }
+
     /// A mask at `p` would hide what the run must see (the working
     /// directory, a bind the policy asked for, a mount point below it), or
     /// lies where nothing of the host shows anyway.
@@ -94,11 +90,13 @@ impl Builder<'_, '_> {
             .any(|(_, m)| m.typ().as_deref() == Some("tmpfs") && p != m.destination() && p.starts_with(m.destination()))
     }
 
-    /// Covers the root-only entries of `ROOT_ONLY_TREES` (uid 0 runs only).
+    /// Covers the root-only entries of `ROOT_ONLY_TREES` and masks the
+    /// kernel's (uid 0 runs only).
     pub(super) fn root_only(&mut self) -> Result<(), CompileError> {
         if self.ctx.run_as != RunAs::RootMasked {
             return Ok(());
         }
+        self.root_only_kernel()?;
         let mut by_parent: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
         let mut roots = Vec::new();
         for (tree, depth) in ROOT_ONLY_TREES {

@@ -58,8 +58,9 @@ pub trait HostView {
     fn owner(&self, path: &Path) -> Option<Owner>;
     /// What "others" may not read under `root`, at most `max_depth` levels
     /// down, not following symlinks, leaving out names `skip` accepts: regular
-    /// files without o+r, and directories without o+r or o+x (listed, not
-    /// entered). Looking at more than `max_entries` entries is an error.
+    /// files its owner or group may read and others may not, and directories
+    /// without o+r or o+x (listed, not entered). Looking at more than
+    /// `max_entries` entries is an error.
     fn root_only(
         &self,
         root: &Path,

@@ -192,7 +192,7 @@ impl HostView for FakeHost {
             }
             let mode = self.owner(p).unwrap().mode;
             let hidden = match kind {
-                PathKind::File => mode & 0o004 == 0,
+                PathKind::File => mode & 0o004 == 0 && mode & 0o440 != 0,
                 PathKind::Dir => mode & 0o005 != 0o005,
                 _ => false,
             };

@@ -35,12 +35,14 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// Where the index files are named from (gc keeps them).
 pub const INDEX_PREFIX: &str = ".root-only-index-";
 
-/// Regular files without o+r, directories without o+r or o+x.
+/// Regular files their owner or group may read and others may not (a
+/// write-only file such as /proc/sysrq-trigger has nothing to hide), and
+/// directories without o+r or o+x.
 fn unreadable(is_dir: bool, mode: u32) -> bool {
     if is_dir {
         mode & 0o005 != 0o005
     } else {
-        mode & 0o004 == 0
+        mode & 0o004 == 0 && mode & 0o440 != 0
     }
 }
 
@@ -194,7 +196,8 @@ fn find_at(
     index_dir: Option<&Path>,
     now: SystemTime,
 ) -> io::Result<Vec<PathBuf>> {
-    let key = format!("v1\n{max_depth}\n{}", root.display());
+    // v2: write-only files are not root-only.
+    let key = format!("v2\n{max_depth}\n{}", root.display());
     let path = index_dir.map(|d| index_path(d, &key));
     let mut old = path.as_deref().and_then(|p| load(p, &key, now));
     let mut new = Index {
@@ -282,9 +285,12 @@ mod tests {
             "a/b/c/too-deep",
             "closed/inner/x",
             "proc/1/environ",
+            "trigger",
         ] {
             fs::write(r.join(f), "x").unwrap();
         }
+        // Write-only: nothing in it to read.
+        mode(&r.join("trigger"), 0o200);
         mode(&r.join("secret"), 0o640);
         mode(&r.join("a/b/deep"), 0o600);
         mode(&r.join("a/b/c/too-deep"), 0o600);

@@ -42,6 +42,8 @@ fn root_host() -> FakeHost {
         .file("/proc/slabinfo")
         .owned("/proc/slabinfo", 0, 0, 0o400)
         .file("/proc/cpuinfo")
+        .file("/proc/sysrq-trigger")
+        .owned("/proc/sysrq-trigger", 0, 0, 0o200)
         .file("/proc/123/environ")
         .owned("/proc/123/environ", 0, 0, 0o400)
         .owned("/home/u/proj", 0, 0, 0o755);
@@ -179,6 +181,10 @@ fn uid_0_gets_the_root_only_files_masked() {
     }
     assert!(!m.iter().any(|p| p.starts_with("/proc/1")), "{m:?}");
     assert!(!m.contains(&"/proc/cpuinfo".to_owned()));
+    assert!(
+        !m.contains(&"/proc/sysrq-trigger".to_owned()),
+        "write-only: nothing to read"
+    );
 }
 
 #[test]

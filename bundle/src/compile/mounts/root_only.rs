@@ -10,7 +10,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::Builder;
+use oci_spec::runtime::Capability;
+
+use super::{Builder, Layer};
+use crate::compile::input::PathKind;
 use crate::compile::output::CompileError;
 use crate::compile::resolve::resolve;
 use crate::compile::run_as::RunAs;
@@ -90,13 +93,77 @@ impl Builder<'_, '_> {
             .any(|(_, m)| m.typ().as_deref() == Some("tmpfs") && p != m.destination() && p.starts_with(m.destination()))
     }
 
-    /// Covers the root-only entries of `ROOT_ONLY_TREES` and masks the
-    /// kernel's (uid 0 runs only).
-    pub(super) fn root_only(&mut self) -> Result<(), CompileError> {
-        if self.ctx.run_as != RunAs::RootMasked {
-            return Ok(());
+    /// Whether the sandbox's process could get at `path` by the host's
+    /// permission bits (with `ancestors`, each directory above it entered
+    /// too): its ids are the run's, with their group alone. Capabilities the
+    /// policy keeps count without a user namespace; inside one they reach
+    /// only the inodes of the mapped ids, which owner bits give anyway.
+    fn reaches(&self, path: &Path, ancestors: bool) -> bool {
+        let dac = [Capability::DacOverride, Capability::DacReadSearch];
+        if !self.ctx.userns && self.ctx.policy.identity.capabilities.iter().any(|c| dac.contains(&c.0)) {
+            return true;
         }
-        self.root_only_kernel()?;
+        let (uid, gid) = self.ctx.run_as.host_ids();
+        // What cannot be looked at counts as reachable: masked, not exposed.
+        let may = |p: &Path, want: u32| {
+            self.ctx.host.owner(p).is_none_or(|o| {
+                let bits = if o.uid == uid {
+                    o.mode >> 6
+                } else if o.gid == gid {
+                    o.mode >> 3
+                } else {
+                    o.mode
+                };
+                bits & want != 0
+            })
+        };
+        if ancestors && !path.ancestors().skip(1).all(|a| may(a, 0o1)) {
+            return false;
+        }
+        // A directory is listed or entered; a file read.
+        let want = if self.ctx.host.kind(path) == Some(PathKind::Dir) {
+            0o5
+        } else {
+            0o4
+        };
+        may(path, want)
+    }
+
+    /// With a user namespace a root caller's mounts are made by the
+    /// sandbox's own root, which cannot open a directory its ids may not:
+    /// a mask the sandbox could not get through anyway is dropped rather
+    /// than failing the start (root's home, run as a user; a directory of
+    /// another service's).
+    fn drop_unreachable(&mut self) {
+        let masks = |m: &oci_spec::runtime::Mount| {
+            m.source().as_deref() == Some(Path::new("/dev/null"))
+                || (m.typ().as_deref() == Some("tmpfs") && m.options().iter().flatten().any(|o| o == "ro"))
+        };
+        let dropped: Vec<PathBuf> = self
+            .mounts
+            .iter()
+            .filter(|(layer, m)| *layer != Layer::Base && masks(m) && !self.reaches(m.destination(), true))
+            .map(|(_, m)| m.destination().clone())
+            .collect();
+        self.mounts
+            .retain(|(layer, m)| *layer == Layer::Base || !dropped.contains(m.destination()));
+    }
+
+    /// Covers the root-only entries of `ROOT_ONLY_TREES` and masks the
+    /// kernel's (uid 0 runs only); with a user namespace, drops the masks
+    /// its root could not mount.
+    pub(super) fn root_only(&mut self) -> Result<(), CompileError> {
+        if self.ctx.run_as == RunAs::RootMasked {
+            self.root_only_kernel()?;
+            self.root_only_trees()?;
+        }
+        if self.ctx.userns && !self.ctx.inv.unprivileged {
+            self.drop_unreachable();
+        }
+        Ok(())
+    }
+
+    fn root_only_trees(&mut self) -> Result<(), CompileError> {
         let mut by_parent: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
         let mut roots = Vec::new();
         for (tree, depth) in ROOT_ONLY_TREES {
@@ -110,7 +177,8 @@ impl Builder<'_, '_> {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(scan_error(&tree, e)),
             };
-            for p in found.into_iter().filter(|p| !self.keeps(p)) {
+            // Its ancestors are entered by others (the search entered them).
+            for p in found.into_iter().filter(|p| !self.keeps(p) && self.reaches(p, false)) {
                 let parent = p.parent().unwrap_or(Path::new("/")).to_path_buf();
                 by_parent.entry(parent).or_default().push(p);
             }

@@ -237,3 +237,55 @@ fn too_many_root_only_files_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn masks_are_only_where_the_sandbox_could_read() {
+    // Another service's files: capless uid 0 is neither owner nor in their group.
+    let host = root_host()
+        .file("/etc/postgresql/pg_hba.conf")
+        .owned("/etc/postgresql/pg_hba.conf", 105, 107, 0o640)
+        .file("/etc/root-group.conf")
+        .owned("/etc/root-group.conf", 105, 0, 0o640)
+        .dir("/etc/polkit-1/rules.d")
+        .owned("/etc/polkit-1/rules.d", 998, 0, 0o700);
+    let c = run(&Policy::embedded_default(), &host, &root_inv());
+    assert!(!is_devnull(&c, "/etc/postgresql/pg_hba.conf"), "not uid 0's to read");
+    assert!(!is_empty_dir(&c, "/etc/polkit-1/rules.d"), "not uid 0's to enter");
+    assert!(is_devnull(&c, "/etc/root-group.conf"), "root's group reads it");
+    // A capability that reads anything: then everything is masked.
+    let p = policy("[identity]\ncapabilities = [\"CAP_DAC_READ_SEARCH\"]");
+    let c = run(&p, &host, &root_inv());
+    assert!(is_devnull(&c, "/etc/postgresql/pg_hba.conf"));
+    assert!(is_empty_dir(&c, "/etc/polkit-1/rules.d"));
+    // In a user namespace the sandbox's root mounts them, and could not open
+    // what it may not read: such masks are left out, the others stay.
+    let userns = policy("[identity]\nuser_namespace = \"always\"");
+    let c = run(&userns, &host, &root_inv());
+    assert!(!is_empty_dir(&c, "/etc/polkit-1/rules.d"));
+    assert!(is_devnull(&c, "/etc/shadow"));
+    assert!(is_empty_dir(&c, "/etc/ssl/private"));
+}
+
+#[test]
+fn run_as_the_owner_in_a_user_namespace_leaves_out_what_it_cannot_enter() {
+    // Root's home, 0700: the owner mapped to root inside cannot enter it,
+    // so its hidden paths can neither be mounted nor reached.
+    let host = root_host()
+        .owned("/home/u/proj", 1000, 1000, 0o755)
+        .dir("/root/.ssh")
+        .owned("/root", 0, 0, 0o700);
+    let inv = Invocation {
+        home: "/root".into(),
+        ..root_inv()
+    };
+    let userns = policy("[identity]\nuser_namespace = \"always\"");
+    let c = run(&userns, &host, &inv);
+    assert!(
+        mount_at(&c, "/root/.ssh").is_empty(),
+        "{:?}",
+        mount_at(&c, "/root/.ssh")
+    );
+    // Without one, the runtime mounts as root: the mask stays.
+    let c = run(&Policy::embedded_default(), &host, &inv);
+    assert!(is_empty_dir(&c, "/root/.ssh"));
+}

@@ -19,8 +19,8 @@ mod home;
 mod identity;
 mod isolation;
 mod network;
-mod sockets;
 mod run_as;
+mod sockets;
 mod spec;
 
 /// A host made of a map of paths; what the binary's std::fs view would say.

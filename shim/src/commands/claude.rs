@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use claude_shim_bundle::policy::values::HomeMode;
+
 use crate::claude;
 use crate::commands::sandbox::{caller_has_terminal, run_policy};
 use crate::network::gateway;
@@ -43,11 +45,18 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     argv.extend(args.args.iter().cloned());
     let inv = sandbox::invocation(None, None, &argv, caller_has_terminal())?;
     let run_as = sandbox::run_as(&inv);
-    let dir = sandbox::state_dir(&claude::config_dir_name(run_as))?;
+    let base = sandbox::load_policy(args.policy.as_deref())?;
+    let name = claude::config_dir_name(run_as);
+    // Refused before anything is made: the sandbox reaches the directory
+    // through the host's folders above it, unless the home is empty (then
+    // through the sandbox's own tmpfs and the mount points made in it).
+    let below = (base.filesystem.home == HomeMode::Empty).then_some(inv_home.as_path());
+    sandbox::hand_over::check_reachable(&sandbox::state_path(&name)?, run_as, below)?;
+    let dir = sandbox::state_dir(&name)?;
     claude::prepare_config_dir(&dir, &claude::host_config_dir(&inv_home))?;
     // The agent writes it as whoever the sandbox runs as.
     sandbox::hand_over::hand_over(dir.path(), run_as)?;
-    let mut policy = claude::whole_agent_policy(sandbox::load_policy(args.policy.as_deref())?, dir.path())?;
+    let mut policy = claude::whole_agent_policy(base, dir.path())?;
     claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
     run_policy(rt, &policy, &inv, &mut |c| {
         let mut ann = c.spec.annotations().clone().unwrap_or_default();

@@ -35,6 +35,41 @@ pub fn hand_over(dir: &Path, run_as: RunAs) -> Result<()> {
         .with_context(|| format!("give {} to uid {uid}", dir.display()))
 }
 
+/// Refuses a directory handed over to `run_as` that it could not reach:
+/// one of the directories above it (root's home, 0700) is closed to it. A
+/// bind does not open the path to it.
+pub fn check_reachable(dir: &Path, run_as: RunAs, empty_home: Option<&Path>) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let (uid, gid) = run_as.host_ids();
+    if uid == 0 {
+        return Ok(());
+    }
+    for a in dir.ancestors().skip(1) {
+        // Under an empty home the sandbox's own tmpfs stands there, not the host's folder.
+        if empty_home.is_some_and(|h| a.starts_with(h)) {
+            continue;
+        }
+        let Ok(m) = std::fs::metadata(a) else { continue };
+        let bits = if m.uid() == uid {
+            m.mode() >> 6
+        } else if m.gid() == gid {
+            m.mode() >> 3
+        } else {
+            m.mode()
+        };
+        if bits & 0o1 == 0 {
+            bail!(
+                "give {} to uid {uid}: it cannot enter {} (mode {:o}, owner {}); set XDG_STATE_HOME to a directory it can reach",
+                dir.display(),
+                a.display(),
+                m.mode() & 0o7777,
+                m.uid()
+            );
+        }
+    }
+    Ok(())
+}
+
 fn owned_by(st: &rustix::fs::Stat, (uid, gid): (Uid, Gid)) -> bool {
     st.st_uid == uid.as_raw() && st.st_gid == gid.as_raw()
 }
@@ -124,6 +159,13 @@ mod tests {
         hand_over(&dir, who).unwrap();
         hand_over(&dir, RunAs::RootMasked).unwrap();
         assert_eq!(std::fs::metadata(&dir).unwrap().uid(), 4242);
+        // Reachable through its parents, or refused in one line.
+        std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        check_reachable(&dir, who, None).unwrap();
+        std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let e = check_reachable(&dir, who, None).unwrap_err().to_string();
+        assert!(e.contains("it cannot enter") && !e.contains('\n'), "{e}");
+        check_reachable(&dir, RunAs::RootMasked, None).unwrap();
         // A link in place of the directory is refused, not followed.
         let l = t.path().join("l");
         std::os::unix::fs::symlink(&dir, &l).unwrap();

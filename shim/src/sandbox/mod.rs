@@ -10,8 +10,8 @@ pub mod hand_over;
 pub mod host;
 pub mod lease;
 pub mod quarantine;
-pub mod sockets;
 pub mod root_only;
+pub mod sockets;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +25,19 @@ use claude_shim_bundle::{compile, write_bundle, Compiled, Invocation, Placeholde
 /// (or below $XDG_STATE_HOME when it lies elsewhere) is followed if it is a
 /// link.
 pub fn state_dir(name: &str) -> Result<crate::hostfs::Dir> {
+    let (anchor, rel) = state_anchor(name)?;
+    Ok(crate::hostfs::Dir::create_beneath(&anchor, &rel, 0o700)?)
+}
+
+/// Where `state_dir(name)` is, made or not.
+pub fn state_path(name: &str) -> Result<PathBuf> {
+    let (anchor, rel) = state_anchor(name)?;
+    Ok(anchor.join(rel))
+}
+
+/// The trusted directory the state directory is reached from (the home, or
+/// $XDG_STATE_HOME outside it) and the path below it.
+fn state_anchor(name: &str) -> Result<(PathBuf, PathBuf)> {
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
     let xdg = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
@@ -35,11 +48,7 @@ pub fn state_dir(name: &str) -> Result<crate::hostfs::Dir> {
         (None, Some(h)) => (h, PathBuf::from(".local/state")),
         (None, None) => anyhow::bail!("find the state directory: HOME is not set"),
     };
-    Ok(crate::hostfs::Dir::create_beneath(
-        &anchor,
-        &rel.join("claude-shim").join(name),
-        0o700,
-    )?)
+    Ok((anchor, rel.join("claude-shim").join(name)))
 }
 
 /// `--policy`: a path, or the name of an embedded policy (`agent`, `offline`).

@@ -51,10 +51,18 @@ fn the_empty_home_belongs_to_the_process() {
         gid: 1001,
         ..inv()
     };
-    let c = run(&Policy::embedded_default(), &FakeHost::typical(), &root_caller);
+    // Root in a user's project runs as its owner, whose the tmpfs is.
+    let users = FakeHost::typical().owned("/home/u/proj", 1000, 1001, 0o755);
+    let c = run(&Policy::embedded_default(), &users, &root_caller);
     assert_eq!(
         opts(only_mount(&c, "/home/u")),
         ["nosuid", "nodev", "mode=0700", "uid=1000", "gid=1001"]
+    );
+    // Root in its own project stays uid 0 (root-only files masked): so is the tmpfs.
+    let c = run(&Policy::embedded_default(), &FakeHost::typical(), &root_caller);
+    assert_eq!(
+        opts(only_mount(&c, "/home/u")),
+        ["nosuid", "nodev", "mode=0700", "uid=0", "gid=0"]
     );
 }
 

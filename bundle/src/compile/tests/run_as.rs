@@ -122,7 +122,10 @@ fn a_root_caller_runs_as_the_owner_of_the_project() {
     // Plain permissions keep root's files out of reach: nothing masked.
     assert_eq!(masked(&c), MASKED_PATHS);
     assert!(mount_at(&c, "/etc/shadow").is_empty());
-    assert!(is_devnull(&c, "/home/u/.netrc"), "hidden paths stay hidden");
+    // The home is empty inside; with the host's, hidden paths stay hidden.
+    assert_eq!(only_mount(&c, "/home/u").typ().as_deref(), Some("tmpfs"));
+    let host_home = run(&policy("[filesystem]\nhome = \"host\""), &host, &root_inv());
+    assert!(is_devnull(&host_home, "/home/u/.netrc"), "hidden paths stay hidden");
 
     // In a user namespace the owner is what uid 0 inside maps to.
     let c = run(&policy("[identity]\nuser_namespace = \"always\""), &host, &root_inv());
@@ -278,7 +281,8 @@ fn run_as_the_owner_in_a_user_namespace_leaves_out_what_it_cannot_enter() {
         home: "/root".into(),
         ..root_inv()
     };
-    let userns = policy("[identity]\nuser_namespace = \"always\"");
+    // With the host's home (an empty one hides all of it anyway).
+    let userns = policy("[filesystem]\nhome = \"host\"\n[identity]\nuser_namespace = \"always\"");
     let c = run(&userns, &host, &inv);
     assert!(
         mount_at(&c, "/root/.ssh").is_empty(),
@@ -286,6 +290,6 @@ fn run_as_the_owner_in_a_user_namespace_leaves_out_what_it_cannot_enter() {
         mount_at(&c, "/root/.ssh")
     );
     // Without one, the runtime mounts as root: the mask stays.
-    let c = run(&Policy::embedded_default(), &host, &inv);
+    let c = run(&policy("[filesystem]\nhome = \"host\""), &host, &inv);
     assert!(is_empty_dir(&c, "/root/.ssh"));
 }

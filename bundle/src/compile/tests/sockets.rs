@@ -4,9 +4,9 @@
 use super::*;
 
 fn covered(c: &Compiled, dest: &str) -> bool {
-    mount_at(c, dest)
-        .iter()
-        .any(|m| m.source().as_deref() == Some(Path::new("/dev/null")) && opts(m) == ["bind", "ro"])
+    mount_at(c, dest).iter().any(|m| {
+        m.source().as_deref() == Some(Path::new("/dev/null")) && opts(m) == ["bind", "ro", "x-claude-shim-if-present"]
+    })
 }
 
 fn socket_host() -> FakeHost {

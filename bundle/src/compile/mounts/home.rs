@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{bind, is_forbidden, tmpfs, Builder, Layer, RO_BIND};
+use super::{bind, is_forbidden, tmpfs, Builder, Layer, RO_BIND, RW_BIND};
 use crate::compile::input::PathKind;
 use crate::compile::output::{CompileError, Placeholder};
 use crate::compile::process;
@@ -121,9 +121,59 @@ impl Builder<'_, '_> {
             wanted.push((state, true));
         }
         for (path, dir) in wanted {
+            self.pin_between(&wd, &path, dir)?;
             self.protect_in_workdir(&wd, &path, dir)?;
         }
         Ok(())
+    }
+
+    /// The folders between the working directory and a protected path
+    /// deeper in it become mount points of their own (a writable bind of
+    /// themselves), as `.git` does: `mv .local .local-x` stops at EBUSY
+    /// instead of taking the read-only `.local/bin` along and leaving room
+    /// for a new one on PATH. A missing one is made empty for the run (a
+    /// placeholder, removed after if still empty) when a protected
+    /// directory is below it, so that one can be stood in for too.
+    fn pin_between(&mut self, wd: &Path, path: &Path, leaf_dir: bool) -> Result<(), CompileError> {
+        let Ok(rel) = path.strip_prefix(wd) else {
+            return Ok(());
+        };
+        let mut parents: Vec<PathBuf> = rel.ancestors().skip(1).map(|a| wd.join(a)).collect();
+        parents.retain(|p| p != wd);
+        parents.reverse();
+        for dir in parents {
+            // A link: what it points to is not the home's own folder to pin.
+            if self.resolve("filesystem.workdir", &dir)? != dir {
+                return Ok(());
+            }
+            match self.ctx.host.kind(&dir) {
+                Some(PathKind::Dir) => {}
+                None => {
+                    let parent_made = dir.parent().is_some_and(|d| {
+                        d == wd || self.ctx.host.kind(d) == Some(PathKind::Dir) || self.is_placeholder_dir(d)
+                    });
+                    // A missing file below cannot be stood in for: nothing to make room for.
+                    if !parent_made || !leaf_dir {
+                        return Ok(());
+                    }
+                    if !self.is_placeholder_dir(&dir) {
+                        self.placeholders.push(Placeholder {
+                            path: dir.clone(),
+                            dir: true,
+                        });
+                    }
+                }
+                Some(_) => return Ok(()),
+            }
+            if !self.mounts.iter().any(|(_, m)| m.destination() == &dir) {
+                self.push(Layer::Protected, bind(&dir, RW_BIND));
+            }
+        }
+        Ok(())
+    }
+
+    fn is_placeholder_dir(&self, p: &Path) -> bool {
+        self.placeholders.iter().any(|x| x.dir && x.path == p)
     }
 
     fn env(&self, name: &str) -> Option<String> {
@@ -145,7 +195,7 @@ impl Builder<'_, '_> {
             && resolved.starts_with(wd)
             && resolved
                 .parent()
-                .is_some_and(|d| self.ctx.host.kind(d) == Some(PathKind::Dir));
+                .is_some_and(|d| self.ctx.host.kind(d) == Some(PathKind::Dir) || self.is_placeholder_dir(d));
         if placeholder && !self.placeholders.iter().any(|p| p.path == resolved) {
             self.placeholders.push(Placeholder {
                 path: resolved.clone(),

@@ -180,6 +180,35 @@ fn the_home_as_the_working_directory_keeps_its_start_up_files() {
         assert!(!placeholders.contains(&Path::new(p)), "{p}");
         assert!(mount_at(&c, p).is_empty(), "{p}");
     }
+    // The folders above a deeper protected path are mount points (a
+    // writable bind of themselves): renaming `.local` away is refused.
+    for p in [
+        "/home/u/.local",
+        "/home/u/.local/share",
+        "/home/u/.local/state",
+    ] {
+        let m = mount_at(&c, p);
+        assert_eq!(m.len(), 1, "{p} is not pinned");
+        assert!(!opts(m[0]).contains(&"ro"), "{p}: the folder itself stays writable");
+    }
+    assert!(index_of(&c, "/home/u/.local") < index_of(&c, "/home/u/.local/bin"));
+    // `.cargo` is a mount point already (the policy's read-only tool bind).
+    assert_eq!(mount_at(&c, "/home/u/.cargo").len(), 1);
+    // A home without `.local`: it is made for the run, pinned, and `.local/bin` stood in for.
+    let bare = FakeHost::typical().file("/home/u/.bashrc");
+    let c = run(&Policy::embedded_default(), &bare, &i);
+    let placeholders: Vec<&Path> = c.placeholders.iter().map(|p| p.path.as_path()).collect();
+    for p in [
+        "/home/u/.local",
+        "/home/u/.local/bin",
+        "/home/u/.local/share",
+        "/home/u/.local/share/applications",
+    ] {
+        assert!(placeholders.contains(&Path::new(p)), "{p}: {placeholders:?}");
+        assert_eq!(mount_at(&c, p).len(), 1, "{p}");
+    }
+    assert!(opts(mount_at(&c, "/home/u/.local/bin")[0]).contains(&"ro"));
+    assert!(!opts(mount_at(&c, "/home/u/.local")[0]).contains(&"ro"));
     // Not the home: none of it (but the built-in protected paths).
     let c = run(&Policy::embedded_default(), &host, &inv());
     assert!(mount_at(&c, "/home/u/proj/.config").is_empty());

@@ -79,6 +79,11 @@ impl CallTmp {
         })
     }
 
+    /// The call's own directory, bound at `shared` inside.
+    pub fn own_dir(&self) -> PathBuf {
+        self.ours.join(&self.name)
+    }
+
     /// The directory Claude Code reads, as the sandbox's policy binds it.
     pub fn shared(&self) -> &Path {
         &self.shared
@@ -86,7 +91,7 @@ impl CallTmp {
 
     /// Points the compiled bind of `shared` at the call's own directory.
     pub fn bind(&self, spec: &mut oci_spec::runtime::Spec) -> Result<()> {
-        let own = self.ours.join(&self.name);
+        let own = self.own_dir();
         let mounts = spec.mounts_mut().get_or_insert_with(Vec::new);
         let bind = mounts
             .iter_mut()

@@ -173,27 +173,6 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
     };
     claude::refuse_home(&project)?;
     let mut policy = sandbox::load_policy(std::env::var(POLICY_ENV).ok().as_deref())?;
-    let call = match std::env::var_os(SHARED_TMP_ENV) {
-        Some(shared) => Some(
-            claude::shell_tmp::CallTmp::new(&rt.root, Path::new(&shared), command)
-                .with_context(|| format!("use {SHARED_TMP_ENV}"))?,
-        ),
-        None => None,
-    };
-    if let Some(call) = &call {
-        let shared = call
-            .shared()
-            .to_str()
-            .context("the temp directory's path is not UTF-8")?;
-        policy.filesystem.writable.push(
-            claude_shim_bundle::policy::values::BindPath::try_from(shared.to_owned())
-                .map_err(|e| anyhow::anyhow!("use {SHARED_TMP_ENV}: {e}"))?,
-        );
-    }
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
-        let snapshots = claude::home::snapshots_dir(&claude::host_config_dir(&home));
-        claude::home::keep_visible(&mut policy, &home, &[snapshots], true)?;
-    }
     let shell = if Path::new("/bin/bash").exists() {
         "/bin/bash"
     } else {
@@ -211,6 +190,38 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
         command.clone(),
     ];
     let inv = sandbox::invocation(Some(&project), None, &argv, false)?;
+    let call = match std::env::var_os(SHARED_TMP_ENV) {
+        Some(shared) => Some(
+            claude::shell_tmp::CallTmp::new(&rt.root, Path::new(&shared), command)
+                .with_context(|| format!("use {SHARED_TMP_ENV}"))?,
+        ),
+        None => None,
+    };
+    // The call writes its cwd file there as whoever the sandbox runs as.
+    let handed = match &call {
+        Some(c) => sandbox::hand_over::hand_over(&c.own_dir(), sandbox::run_as(&inv)),
+        None => Ok(()),
+    };
+    if let Err(e) = handed {
+        if let Some(c) = call {
+            c.finish();
+        }
+        return Err(e);
+    }
+    if let Some(call) = &call {
+        let shared = call
+            .shared()
+            .to_str()
+            .context("the temp directory's path is not UTF-8")?;
+        policy.filesystem.writable.push(
+            claude_shim_bundle::policy::values::BindPath::try_from(shared.to_owned())
+                .map_err(|e| anyhow::anyhow!("use {SHARED_TMP_ENV}: {e}"))?,
+        );
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        let snapshots = claude::home::snapshots_dir(&claude::host_config_dir(&home));
+        claude::home::keep_visible(&mut policy, &home, &[snapshots], true)?;
+    }
     let code = run_policy(rt, &policy, &inv, &mut |c| {
         if let Some(p) = c.spec.process_mut() {
             p.set_cwd(cwd.clone());

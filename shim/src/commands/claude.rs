@@ -113,6 +113,9 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
         .mode(0o700)
         .create(&shared)
         .with_context(|| format!("create {}", shared.display()))?;
+    // Each Bash call's sandbox reports what it moved aside to claude (the
+    // agent); the user hears of it here, once claude has exited.
+    let quarantined_before = sandbox::quarantine::store::run_names().unwrap_or_default();
     let status = outside_project("the temp directory", &shared, &project).and_then(|()| {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(&args.args)
@@ -141,6 +144,10 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     // No sandbox ever saw this directory: Claude Code's alone.
     if let Err(e) = std::fs::remove_dir_all(&shared) {
         tracing::warn!("remove {}: {e}", shared.display());
+    }
+    match sandbox::quarantine::store::session_lines(&quarantined_before, &project) {
+        Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
+        Err(e) => eprintln!("claude-shim: warning: failed to read the quarantine: {e:#}"),
     }
     let status = status?;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))

@@ -185,3 +185,49 @@ pub(super) fn restore_in(q: &Dir, run: &str) -> Result<Vec<String>> {
     }
     Ok(lines)
 }
+
+/// The names of the runs in the quarantine now (none when it was never made).
+pub fn run_names() -> Result<std::collections::BTreeSet<String>> {
+    let q = root()?;
+    Ok(q.list(Path::new(""))?
+        .into_iter()
+        .filter(|(_, k)| *k == Kind::Dir)
+        .map(|(n, _)| n.to_string_lossy().into_owned())
+        .collect())
+}
+
+/// The report of a session of many runs (`claude --per-command`): every run
+/// not in `before` whose working directory lies in `project`, one line per
+/// entry moved aside, the restore command with each.
+pub fn session_lines(before: &std::collections::BTreeSet<String>, project: &Path) -> Result<Vec<String>> {
+    session_lines_in(&root()?, before, project)
+}
+
+pub(super) fn session_lines_in(
+    q: &Dir,
+    before: &std::collections::BTreeSet<String>,
+    project: &Path,
+) -> Result<Vec<String>> {
+    let (mut warnings, mut entries) = (Vec::new(), Vec::new());
+    for run in runs_in(q)? {
+        match run {
+            Ok(m) if !before.contains(&m.run) && m.workdir.starts_with(project) => {
+                entries.extend(m.moved.iter().map(|s| {
+                    format!(
+                        "claude-shim:   {} ({}; restore: claude-shim quarantine restore {})",
+                        s.path.display(),
+                        s.runs,
+                        m.run
+                    )
+                }));
+            }
+            Ok(_) => {}
+            Err(e) => warnings.push(format!("claude-shim: warning: failed to read quarantine run {e}")),
+        }
+    }
+    if !entries.is_empty() {
+        warnings.push("claude-shim: this session's sandboxes left what the host would run; moved aside:".to_owned());
+    }
+    warnings.extend(entries);
+    Ok(warnings)
+}

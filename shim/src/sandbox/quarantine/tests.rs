@@ -154,3 +154,36 @@ fn a_parent_replaced_by_a_link_is_not_followed() {
     let out = watch.finish_in(&host(), &[], &quarantine(&w));
     assert!(victim.join(".claude").is_dir(), "the victim's entry was moved: {out:?}");
 }
+
+#[test]
+fn a_session_reports_only_its_own_runs_in_its_project() {
+    let w = world();
+    let q = Dir::open(&w.q).unwrap();
+    let made = |wd: &Path, id: &str| {
+        let mut out = super::Outcome::default();
+        std::fs::create_dir_all(wd.join("sub/.claude")).unwrap();
+        let left = super::Left {
+            rel: "sub/.claude".into(),
+            runs: "Claude Code",
+        };
+        store::move_aside(&quarantine(&w), &Dir::open(wd).unwrap(), id, vec![left], &mut out);
+        out.run.unwrap()
+    };
+    let earlier = made(&w.wd, "earlier");
+    let before = [earlier].into_iter().collect();
+    let other = w.q.parent().unwrap().join("other");
+    std::fs::create_dir(&other).unwrap();
+    made(&other, "elsewhere");
+    assert!(store::session_lines_in(&q, &before, &w.wd).unwrap().is_empty());
+    let run = made(&w.wd, "this");
+    let lines = store::session_lines_in(&q, &before, &w.wd).unwrap();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[1].contains(&format!("{}/sub/.claude", w.wd.display())),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].ends_with(&format!("claude-shim quarantine restore {run})")),
+        "{lines:?}"
+    );
+}

@@ -182,11 +182,7 @@ fn the_home_as_the_working_directory_keeps_its_start_up_files() {
     }
     // The folders above a deeper protected path are mount points (a
     // writable bind of themselves): renaming `.local` away is refused.
-    for p in [
-        "/home/u/.local",
-        "/home/u/.local/share",
-        "/home/u/.local/state",
-    ] {
+    for p in ["/home/u/.local", "/home/u/.local/share", "/home/u/.local/state"] {
         let m = mount_at(&c, p);
         assert_eq!(m.len(), 1, "{p} is not pinned");
         assert!(!opts(m[0]).contains(&"ro"), "{p}: the folder itself stays writable");

@@ -149,13 +149,7 @@ impl World {
             .map(|r| {
                 r.flatten()
                     .map(|e| e.file_name())
-                    .filter(|n| {
-                        let n = n.to_string_lossy();
-                        !n.starts_with("rootfs-")
-                            && !n.starts_with(".env-index-")
-                            && !n.starts_with(".root-only-index-")
-                            && n != "bin"
-                    })
+                    .filter(|n| !is_kept_cache(&n.to_string_lossy()) && n != "bin")
                     .collect()
             })
             .unwrap_or_default();

@@ -221,12 +221,7 @@ fn interactive(per_command: bool, exit_key: &str) {
             r.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 // Kept on purpose: the shared caches and the per-command entry (bin/).
-                .filter(|n| {
-                    !n.starts_with("rootfs-")
-                        && !n.starts_with(".env-index-")
-                        && !n.starts_with(".root-only-index-")
-                        && n != "bin"
-                })
+                .filter(|n| !is_kept_cache(n) && n != "bin")
                 .collect()
         })
         .unwrap_or_default();

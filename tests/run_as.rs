@@ -200,9 +200,7 @@ fn assert_nothing_left(env: &Env, s: &Scratch) {
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| {
-                    !n.starts_with(".env-index-") && !n.starts_with(".root-only-index-") && !n.starts_with("rootfs-")
-                })
+                .filter(|n| !is_kept_cache(n))
                 .collect()
         })
         .unwrap_or_default();

@@ -184,10 +184,7 @@ fn assert_clean(env: &Env, ws: &Workspace, pid: u32) {
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name())
-                .filter(|n| {
-                    let n = n.to_string_lossy();
-                    !n.starts_with(".env-index-") && !n.starts_with(".root-only-index-") && !n.starts_with("rootfs-")
-                })
+                .filter(|n| !is_kept_cache(&n.to_string_lossy()))
                 .collect()
         })
         .unwrap_or_default();

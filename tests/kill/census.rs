@@ -134,7 +134,7 @@ impl Census {
         {
             let name = e.file_name().to_string_lossy().into_owned();
             // The shared caches stay by design.
-            let cache = name.starts_with("rootfs-") || name.starts_with(".env-index-");
+            let cache = claude_shim_e2e::is_kept_cache(&name);
             if !cache && !spared.covers(&name) && !spared.state.contains(&name) {
                 c.add("state", e.path().display().to_string());
             }

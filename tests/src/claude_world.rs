@@ -178,7 +178,7 @@ impl World {
             .map(|r| {
                 r.flatten()
                     .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| !n.starts_with("rootfs-") && !n.starts_with(".env-index-") && n != "bin")
+                    .filter(|n| !crate::is_kept_cache(n) && n != "bin")
                     .collect()
             })
             .unwrap_or_default()

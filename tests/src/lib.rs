@@ -376,6 +376,14 @@ pub fn wait_for_file(path: &Path) {
     }
 }
 
+/// What claude-shim keeps in its state root on purpose, between runs: the
+/// shared caches (rootfs skeletons, the `.env` and root-only indexes).
+pub fn is_kept_cache(name: &str) -> bool {
+    ["rootfs-", ".env-index-", ".root-only-index-"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
 /// The unprivileged user the rootless tests run as (created by hack/setup).
 pub fn test_user() -> (u32, u32) {
     let out = Command::new("id").args(["-u", "claude-shim-test"]).output().unwrap();

@@ -12,6 +12,29 @@
 // One implementation, beside libcontainer's own state.json (vendor/README.md).
 pub use libcontainer::utils::replace_file as replace;
 
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+
+/// `value` as JSON at `path` (a cache of claude-shim's own, mode 0600): written
+/// to a new file beside it, never through a link, then put in place; a
+/// failed write leaves no temporary file.
+pub fn store_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    let data = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let r = f.write_all(&data).and_then(|()| replace(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

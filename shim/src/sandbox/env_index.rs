@@ -24,7 +24,6 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -159,22 +158,6 @@ fn load(path: &Path, key: &str) -> Index<'static> {
     read().unwrap_or_default()
 }
 
-fn store(path: &Path, index: &Index<'_>) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)?;
-    let data = serde_json::to_vec(index).map_err(std::io::Error::other)?;
-    let r = f.write_all(&data).and_then(|()| crate::replace::replace(&tmp, path));
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r
-}
-
 /// Reads one directory: its matching entries and its subdirectories.
 fn read(dir: &Path, stamp: Stamp, matches: &dyn Fn(&str) -> bool) -> Option<Record> {
     let entries = fs::read_dir(dir).ok()?;
@@ -303,7 +286,7 @@ fn find_settled(
     }
     changed |= new.dirs.len() != old.dirs.len();
     if let (Some(p), true) = (&path, changed) {
-        if let Err(e) = store(p, &new) {
+        if let Err(e) = crate::replace::store_json(p, &new) {
             tracing::debug!("store .env index {}: {e}", p.display());
         }
     }

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -126,22 +126,6 @@ fn load(path: &Path, key: &str, now: SystemTime) -> Option<Index> {
     let index: Index = serde_json::from_slice(&raw).ok()?;
     let age = now_secs(now).checked_sub(index.made)?;
     (index.key == key && age < MAX_AGE.as_secs()).then_some(index)
-}
-
-fn store(path: &Path, index: &Index) -> io::Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)?;
-    let data = serde_json::to_vec(index).map_err(io::Error::other)?;
-    let r = f.write_all(&data).and_then(|()| crate::replace::replace(&tmp, path));
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r
 }
 
 /// Reads one directory: its root-only entries and the subdirectories to enter.
@@ -255,7 +239,7 @@ fn find_at(
         }
     }
     if let (Some(p), true) = (&path, changed) {
-        if let Err(e) = store(p, &new) {
+        if let Err(e) = crate::replace::store_json(p, &new) {
             tracing::debug!("store root-only index {}: {e}", p.display());
         }
     }

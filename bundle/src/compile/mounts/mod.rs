@@ -121,6 +121,17 @@ fn mount(dest: &Path, typ: &str, source: &Path, options: &[&str]) -> Mount {
         .expect("a mount with destination, type, source and options is complete")
 }
 
+/// A policy path that must exist and does not.
+fn missing(ctx: &Ctx<'_>, field: impl Into<String>, path: &Path) -> CompileError {
+    ctx.field_error(
+        field,
+        format!(
+            "{} does not exist (a leading \"?\" skips a missing path)",
+            path.display()
+        ),
+    )
+}
+
 fn bind(path: &Path, options: &[&str]) -> Mount {
     mount(path, "bind", path, options)
 }
@@ -336,15 +347,7 @@ impl Builder<'_, '_> {
                 match self.ctx.host.kind(&path) {
                     Some(_) => {}
                     None if b.optional => continue,
-                    None => {
-                        return Err(self.ctx.field_error(
-                            field,
-                            format!(
-                                "{} does not exist (a leading \"?\" skips a missing path)",
-                                path.display()
-                            ),
-                        ));
-                    }
+                    None => return Err(missing(self.ctx, field, &path)),
                 }
                 self.visible.push(path.clone());
                 self.push(Layer::Bind, bind(&path, options));

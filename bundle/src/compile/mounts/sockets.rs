@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{bind, depth, is_forbidden, mount, Builder, Layer};
+use super::{bind, depth, is_forbidden, missing, mount, Builder, Layer};
 
 /// A socket's cover: /dev/null read-only, and only if the socket is still
 /// there when the runtime mounts it. A daemon that stops between the census
@@ -43,15 +43,7 @@ impl Builder<'_, '_> {
             match self.ctx.host.kind(&path) {
                 Some(PathKind::Other) => {}
                 None if b.optional => continue,
-                None => {
-                    return Err(self.ctx.field_error(
-                        field,
-                        format!(
-                            "{} does not exist (a leading \"?\" skips a missing path)",
-                            path.display()
-                        ),
-                    ))
-                }
+                None => return Err(missing(self.ctx, field, &path)),
                 Some(_) => {
                     return Err(self
                         .ctx

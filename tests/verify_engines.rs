@@ -92,7 +92,8 @@ fn expectations(abstract_name: &str) -> Value {
                 read_only("/sys", &["EROFS"]),
                 read_only("/proc/sys/kernel/core_pattern", &["EROFS", "EACCES"])
             ],
-            "writable": []
+            "writable": [],
+            "pinned": []
         },
         "sockets": {"unix": [], "abstract_names": [abstract_name]},
         "escapes": {"nested_userns": null, "cgroup_release_agent": true, "exec_gains_nothing": true},

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use claude_shim_e2e::claude_world::{text, World};
 use claude_shim_e2e::mock_api::MockApi;
 use claude_shim_e2e::*;
 
@@ -19,52 +20,11 @@ fn real_key() -> String {
     format!("{KEY_A}{KEY_B}")
 }
 
-/// A project and a home with a host Claude Code configuration in them.
-struct World {
-    dir: tempfile::TempDir,
-    home: PathBuf,
-    proj: PathBuf,
-    root: PathBuf,
-    owner: Option<(u32, u32)>,
-}
-
+/// The world of tests/src/claude_world, with the key in two halves.
 fn world(owner: Option<(u32, u32)>) -> World {
-    require_root();
-    // Not under /tmp or /var/tmp, which are the sandbox's own: in the test
-    // user's home (hack/setup makes it), which that user can reach.
-    let parent = PathBuf::from("/home/claude-shim-test");
-    test_user();
-    let dir = tempfile::Builder::new()
-        .prefix("claude-shim-claude-")
-        .tempdir_in(&parent)
-        .unwrap();
-    let home = dir.path().join("home");
-    let proj = dir.path().join("proj");
-    let root = dir.path().join("state");
-    for d in [home.join(".claude"), proj.join(".git"), root.clone()] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    std::fs::write(home.join(".claude/settings.json"), "{\"theme\": \"host\"}\n").unwrap();
-    std::fs::write(home.join(".claude/CLAUDE.md"), "host memory\n").unwrap();
-    std::fs::write(home.join(".claude/.credentials.json"), "{\"secret\": \"oauth\"}\n").unwrap();
-    std::fs::write(home.join(".claude.json"), "{\"numStartups\": 3}\n").unwrap();
-    if let Some((uid, gid)) = owner {
-        let ok = Command::new("chown")
-            .args(["-R", &format!("{uid}:{gid}")])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    }
-    let proj = std::fs::canonicalize(proj).unwrap();
-    World {
-        dir,
-        home,
-        proj,
-        root,
-        owner,
-    }
+    let mut w = World::new(owner);
+    w.key = real_key();
+    w
 }
 
 /// Root's world, with the project given to the test user: the sandboxes run
@@ -88,77 +48,36 @@ fn owner_of(p: &Path) -> (u32, u32) {
     (m.uid(), m.gid())
 }
 
-impl World {
-    /// `program args` as the world's user, with a clean environment holding
-    /// the key and pointing at the mock.
-    fn command(&self, program: &Path, mock: &MockApi) -> Command {
-        let mut c = command_as(self.owner, program);
-        c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("ANTHROPIC_BASE_URL", mock.url())
-            .env("ANTHROPIC_API_KEY", real_key())
-            .env("DISABLE_TELEMETRY", "1")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .current_dir(&self.proj)
-            .stdin(Stdio::null());
-        if self.owner.is_some() {
-            c.env("XDG_RUNTIME_DIR", &self.root);
-        }
-        c
-    }
-
-    /// `claude-shim claude [mode...] -- -p ...`, to its end.
-    fn claude(&self, mode: &[&str], mock: &MockApi) -> Output {
-        let mut c = self.command(&shim_path(), mock);
-        c.arg("--root").arg(&self.root).arg("claude").args(mode);
-        if !mode.contains(&"--") {
-            c.arg("--");
-        }
-        c.args(["-p", "run the test command", "--allowedTools", "Bash"]);
-        c.args(["--output-format", "stream-json", "--verbose"]);
-        output_of(c, self.dir.path())
-    }
-
-    /// The host's Claude Code files, to compare before and after.
-    fn host_config(&self) -> Vec<(PathBuf, Vec<u8>)> {
-        let mut out = vec![(
-            self.home.join(".claude.json"),
-            std::fs::read(self.home.join(".claude.json")).unwrap_or_default(),
-        )];
-        let mut stack = vec![self.home.join(".claude")];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                if e.file_type().unwrap().is_dir() {
-                    stack.push(e.path());
-                } else {
-                    out.push((e.path(), std::fs::read(e.path()).unwrap()));
-                }
+/// The host's Claude Code files, to compare before and after.
+fn host_config(w: &World) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = vec![(
+        w.home.join(".claude.json"),
+        std::fs::read(w.home.join(".claude.json")).unwrap_or_default(),
+    )];
+    let mut stack = vec![w.home.join(".claude")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push((e.path(), std::fs::read(e.path()).unwrap()));
             }
         }
-        out.sort();
-        out
     }
-
-    fn assert_nothing_left(&self) {
-        let ours = self.root.join(".claude-shim");
-        // The shared rootfs skeleton and the .env and root-only indexes are kept
-        // across runs on purpose (docs/startup.md), and so is the per-command entry (bin/).
-        let left: Vec<_> = std::fs::read_dir(&ours)
-            .map(|r| {
-                r.flatten()
-                    .map(|e| e.file_name())
-                    .filter(|n| !is_kept_cache(&n.to_string_lossy()) && n != "bin")
-                    .collect()
-            })
-            .unwrap_or_default();
-        assert!(left.is_empty(), "left in {}: {left:?}", ours.display());
-    }
+    out.sort();
+    out
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// The shared rootfs skeleton, the .env and root-only indexes and the
+/// per-command entry (bin/) are kept across runs on purpose
+/// (docs/startup.md); nothing else.
+fn assert_nothing_left(w: &World) {
+    let left = w.left_in_state();
+    assert!(
+        left.is_empty(),
+        "left in {}: {left:?}",
+        w.root.join(".claude-shim").display()
+    );
 }
 
 /// What a user checks from inside: no capabilities, the seccomp filter, no
@@ -217,7 +136,7 @@ fn assert_ran(out: &Output, mock: &MockApi, results: usize) -> Vec<String> {
 fn whole_agent(owner: Option<(u32, u32)>) {
     let w = world(owner);
     let mock = MockApi::start(&[&probe()]);
-    let before = w.host_config();
+    let before = host_config(&w);
     let out = w.claude(&[], &mock);
     let results = assert_ran(&out, &mock, 1);
     eprintln!("whole agent tool_result:\n{}", results[0]);
@@ -246,10 +165,10 @@ fn whole_agent(owner: Option<(u32, u32)>) {
         );
     }
     assert!(
-        w.host_config() == before,
+        host_config(&w) == before,
         "the host's ~/.claude or ~/.claude.json changed"
     );
-    w.assert_nothing_left();
+    assert_nothing_left(&w);
 }
 
 #[test]
@@ -283,7 +202,7 @@ fn whole_agent_as_root_in_a_users_project() {
         !w.home.join(".local/state/claude-shim/claude").exists(),
         "root's own stays apart"
     );
-    w.assert_nothing_left();
+    assert_nothing_left(&w);
 }
 
 /// The escape of the issue: a command of the agent plants a SessionStart
@@ -307,15 +226,15 @@ fn hook_planting_fails() {
          printf '%s' '{mcp}' > \"$HOME/.claude.json\" && echo MCP=planted || echo MCP=refused"
     );
     let mock = MockApi::start(&[&attack]);
-    let before = w.host_config();
+    let before = host_config(&w);
     // As agents run in a sandbox: no permission prompts, only the sandbox in the way.
-    let out = w.claude(&["--", "--dangerously-skip-permissions"], &mock);
+    let out = w.claude_in(&w.proj, &[], &["--dangerously-skip-permissions"], &mock);
     let results = assert_ran(&out, &mock, 1);
     eprintln!("attack tool_result:\n{}", results[0]);
     // The home inside is empty and the sandbox's own: a write there lands
     // in its tmpfs (or is refused), never in the host's files.
     assert!(
-        w.host_config() == before,
+        host_config(&w) == before,
         "the host's ~/.claude or ~/.claude.json changed: {}",
         results[0]
     );
@@ -340,13 +259,13 @@ fn hook_planting_fails() {
         marker_hook.exists(),
         "control: a SessionStart hook in the host's settings did not run"
     );
-    w.assert_nothing_left();
+    assert_nothing_left(&w);
 }
 
 fn per_command(owner: Option<(u32, u32)>) {
     let w = world(owner);
     let mock = MockApi::start(&[&probe(), "mkdir -p sub && cd sub", "pwd"]);
-    let before = w.host_config();
+    let before = host_config(&w);
     let out = w.claude(&["--per-command"], &mock);
     let results = assert_ran(&out, &mock, 3);
     eprintln!("per-command tool_results:\n{}", results.join("\n---\n"));
@@ -360,7 +279,7 @@ fn per_command(owner: Option<(u32, u32)>) {
     assert!(w.proj.join("sub").is_dir(), "the project is shared with the host");
     // Claude Code on the host writes its own ~/.claude.json; what the probe
     // appended inside is not in it.
-    let after = w.host_config();
+    let after = host_config(&w);
     for (path, old) in &before {
         let new = after
             .iter()
@@ -377,7 +296,7 @@ fn per_command(owner: Option<(u32, u32)>) {
             assert!(*old == new, "{} changed", path.display());
         }
     }
-    w.assert_nothing_left();
+    assert_nothing_left(&w);
 }
 
 #[test]
@@ -408,7 +327,7 @@ fn per_command_as_root_in_a_users_project() {
     assert!(results[0].contains(&format!("uid={uid}")), "{}", results[0]);
     assert_eq!(results[2].trim(), w.proj.join("sub").to_str().unwrap());
     assert_eq!(owner_of(&w.proj.join("sub")), (uid, gid));
-    w.assert_nothing_left();
+    assert_nothing_left(&w);
 }
 
 /// The entry point Claude Code calls: output bytes and exit codes as the
@@ -477,5 +396,5 @@ fn refused_egress_is_reported() {
         "stderr: {err}"
     );
     assert_eq!(std::fs::read_dir(&logs).unwrap().count(), 1);
-    w.assert_nothing_left();
+    assert_nothing_left(&w);
 }

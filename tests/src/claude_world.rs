@@ -23,6 +23,8 @@ pub struct World {
     pub proj: PathBuf,
     pub root: PathBuf,
     pub owner: Option<(u32, u32)>,
+    /// The key the caller gives claude-shim (API_KEY unless a test sets another).
+    pub key: String,
 }
 
 impl World {
@@ -66,6 +68,7 @@ impl World {
             proj,
             root,
             owner,
+            key: API_KEY.to_owned(),
         }
     }
 
@@ -77,7 +80,7 @@ impl World {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &self.home)
             .env("ANTHROPIC_BASE_URL", mock.url())
-            .env("ANTHROPIC_API_KEY", API_KEY)
+            .env("ANTHROPIC_API_KEY", &self.key)
             .env("DISABLE_TELEMETRY", "1")
             .env("DISABLE_AUTOUPDATER", "1")
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")

@@ -16,6 +16,30 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+/// The bytes of a cache file `store_json` wrote, if it is still the
+/// caller's own: a regular file reached without a link, owned by this
+/// user, writable by no one else, at most `limit` bytes. Anything else is
+/// ignored (the cache is made again), with `what` in the debug log.
+pub fn load_own(path: &Path, limit: u64, what: &str) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.uid() != nix::unistd::geteuid().as_raw() || m.mode() & 0o022 != 0 || m.len() > limit {
+        tracing::debug!("ignore {what} {}: not the caller's own", path.display());
+        return None;
+    }
+    // Read whole, then parsed: serde_json parses a slice several times
+    // faster than a reader.
+    let mut raw = Vec::with_capacity(m.len() as usize);
+    (&f).read_to_end(&mut raw).ok()?;
+    Some(raw)
+}
+
 /// `value` as JSON at `path` (a cache of claude-shim's own, mode 0600): written
 /// to a new file beside it, never through a link, then put in place; a
 /// failed write leaves no temporary file.

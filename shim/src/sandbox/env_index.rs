@@ -25,7 +25,6 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -138,20 +137,8 @@ fn index_path(dir: &Path, key: &str) -> PathBuf {
 
 fn load(path: &Path, key: &str) -> Index<'static> {
     let read = || -> Option<Index<'static>> {
-        let f = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .ok()?;
-        let m = f.metadata().ok()?;
-        if !m.is_file() || m.uid() != nix::unistd::geteuid().as_raw() || m.mode() & 0o022 != 0 {
-            tracing::debug!("ignore .env index {}: not the caller's own", path.display());
-            return None;
-        }
-        // Read whole, then parsed: serde_json parses a slice several times
-        // faster than a reader, and a big tree's index is a few hundred KiB.
-        let mut raw = Vec::with_capacity(m.len() as usize);
-        std::io::Read::read_to_end(&mut &f, &mut raw).ok()?;
+        // A big tree's index is a few hundred KiB.
+        let raw = crate::replace::load_own(path, 64 << 20, ".env index")?;
         let index: Index<'static> = serde_json::from_slice(&raw).ok()?;
         (index.key == key).then_some(index)
     };

@@ -19,8 +19,8 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -111,18 +111,7 @@ fn index_path(dir: &Path, key: &str) -> PathBuf {
 
 /// The index at `path` if it is the caller's own, for `key`, and young enough.
 fn load(path: &Path, key: &str, now: SystemTime) -> Option<Index> {
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
-    let m = f.metadata().ok()?;
-    if !m.is_file() || m.uid() != nix::unistd::geteuid().as_raw() || m.mode() & 0o022 != 0 || m.len() > 4 << 20 {
-        tracing::debug!("ignore root-only index {}: not the caller's own", path.display());
-        return None;
-    }
-    let mut raw = Vec::with_capacity(m.len() as usize);
-    (&f).read_to_end(&mut raw).ok()?;
+    let raw = crate::replace::load_own(path, 4 << 20, "root-only index")?;
     let index: Index = serde_json::from_slice(&raw).ok()?;
     let age = now_secs(now).checked_sub(index.made)?;
     (index.key == key && age < MAX_AGE.as_secs()).then_some(index)

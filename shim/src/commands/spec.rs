@@ -14,6 +14,14 @@ pub fn default_spec(rootless: bool) -> Spec {
     if let Some(p) = spec.process_mut() {
         p.set_terminal(Some(true));
         p.set_args(Some(vec!["sh".to_owned()]));
+        // No inheritable or ambient capabilities, as in runc's template since
+        // CVE-2022-29162: with them, a file capability or an exec'd
+        // program gains what the container was never meant to pass on.
+        if let Some(mut caps) = p.capabilities().clone() {
+            caps.set_inheritable(None);
+            caps.set_ambient(None);
+            p.set_capabilities(Some(caps));
+        }
     }
     spec
 }

@@ -468,3 +468,89 @@ fn device_rules_start_from_deny_all_as_under_runc() {
         assert_eq!(seen[0], seen[1], "devices {case}: claude-shim, then runc");
     }
 }
+
+/// uid_t -1 (4294967295) is "leave unchanged" to setuid: the process would
+/// keep the runtime's root. runc refuses every id past 2147483647; so does
+/// claude-shim, naming the field, in `run` and in `exec --user`.
+#[test]
+fn ids_past_2147483647_are_refused_as_under_runc() {
+    let env = Env::new();
+    for (field, value) in [("uid", 4294967295u64), ("gid", 4294967295), ("uid", 2147483648)] {
+        let bundle = env.bundle(&format!("id-{field}-{value}"), |v| {
+            v["process"]["user"][field] = serde_json::json!(value);
+            set_args(v, &["id", "-u"]);
+        });
+        let b = in_bundle(&bundle);
+        let id = unique_id("idrange");
+        let line = env.fails(&run_args(&b, &id));
+        eprintln!("claude-shim, {field} {value}: {line}");
+        assert!(
+            line.contains(&format!("process.user.{field}: {value} is out of range")),
+            "{line}"
+        );
+        env.assert_no_leaks(&id);
+        let theirs = runc(&env, &run_args(&b, &format!("runc-{id}")));
+        eprintln!("runc, {field} {value}: {}", text(&theirs.stderr).trim());
+        assert!(!theirs.status.success(), "runc ran it: {}", text(&theirs.stdout));
+        assert!(
+            text(&theirs.stderr).contains("must be in range"),
+            "{}",
+            text(&theirs.stderr)
+        );
+    }
+    // exec --user with the same id.
+    let bundle = env.bundle("idrange-exec", |v| set_args(v, &["sleep", "1000"]));
+    let b = in_bundle(&bundle);
+    let id = unique_id("idrange-exec");
+    let mut detached = vec!["run", "--detach"];
+    detached.extend(b.iter().map(String::as_str));
+    env.ok(&[detached, vec![id.as_str()]].concat());
+    let line = env.fails(&["exec", "--user", "4294967295", &id, "id", "-u"]);
+    eprintln!("claude-shim exec --user 4294967295: {line}");
+    assert!(line.contains("process.user.uid: 4294967295 is out of range"), "{line}");
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}
+
+/// `spec` writes a template whose containers hold no inheritable or ambient
+/// capability, as runc's since CVE-2022-29162: each template, run by its
+/// own runtime, shows the same CapInh and CapAmb.
+#[test]
+fn the_spec_template_passes_no_capability_on_as_runcs() {
+    let env = Env::new();
+    let caps = |runtime: &str| -> String {
+        let dir = env.dir.path().join(format!("spec-{runtime}"));
+        fs::create_dir(&dir).unwrap();
+        let out = if runtime == "runc" {
+            let mut c = Command::new("runc");
+            c.args(["spec", "--bundle"]).arg(&dir);
+            c.output().unwrap()
+        } else {
+            env.run(&["spec", "--bundle", dir.to_str().unwrap()])
+        };
+        assert!(out.status.success(), "{runtime} spec: {}", text(&out.stderr));
+        let path = dir.join("config.json");
+        let mut v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(
+            v["process"]["capabilities"].get("inheritable").is_none(),
+            "{runtime}: {}",
+            v["process"]
+        );
+        v["root"]["path"] = serde_json::json!(rootfs());
+        v["process"]["terminal"] = serde_json::json!(false);
+        set_args(&mut v, &["grep", "-E", "^Cap(Inh|Amb)", "/proc/self/status"]);
+        fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+        let b = in_bundle(&dir);
+        let id = unique_id(&format!("spec-{runtime}"));
+        if runtime == "runc" {
+            runc_ok(&env, &run_args(&b, &id))
+        } else {
+            env.ok(&run_args(&b, &id))
+        }
+    };
+    let ours = caps("claude-shim");
+    let theirs = caps("runc");
+    eprintln!("claude-shim's template:\n{ours}runc's template:\n{theirs}");
+    assert_eq!(ours, "CapInh:\t0000000000000000\nCapAmb:\t0000000000000000\n");
+    assert_eq!(ours, theirs);
+}

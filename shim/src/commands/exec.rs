@@ -49,6 +49,8 @@ fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result
     if !args.cap.is_empty() {
         add_capabilities(&mut p, &args.cap).with_context(|| format!("exec in container {id}"))?;
     }
+    // The command line's overrides are held to what a process file is.
+    crate::runtime::validate::process(&p).with_context(|| format!("exec in container {id}"))?;
     Ok(p)
 }
 

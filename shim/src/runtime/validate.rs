@@ -6,16 +6,25 @@
 //!   libcontainer's init panics on the conversion instead of failing (issue 11).
 //! - A namespace type is listed once: the OCI spec leaves two entries of one
 //!   type undefined, and libcontainer silently uses one of them.
+//! - A user or group id is in 0..=2147483647, as runc requires: 4294967295
+//!   is (uid_t)-1, which setuid/setgid take as "leave unchanged", so the
+//!   process would keep the runtime's root.
 
 use anyhow::{bail, Result};
 use oci_spec::runtime::{Process, Spec};
 use serde_json::Value;
+
+/// The largest id runc accepts (the kernel's ids are signed in places).
+const MAX_ID: u32 = i32::MAX as u32;
 
 /// Refuses what the whole spec must not hold.
 pub fn spec(spec: &Spec) -> Result<()> {
     let value = serde_json::to_value(spec)?;
     if let Some(field) = nul_field(&value, "") {
         bail!("{field} holds a NUL byte");
+    }
+    if let Some(p) = spec.process() {
+        ids_in_range(p)?;
     }
     let mut seen = Vec::new();
     for (i, ns) in spec
@@ -39,6 +48,26 @@ pub fn process(process: &Process) -> Result<()> {
     let value = serde_json::to_value(process)?;
     if let Some(field) = nul_field(&value, "process") {
         bail!("{field} holds a NUL byte");
+    }
+    ids_in_range(process)
+}
+
+fn ids_in_range(process: &Process) -> Result<()> {
+    let user = process.user();
+    let ids = [("uid", user.uid()), ("gid", user.gid())]
+        .into_iter()
+        .map(|(f, id)| (f.to_owned(), id))
+        .chain(
+            user.additional_gids()
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, id)| (format!("additionalGids[{i}]"), *id)),
+        );
+    for (field, id) in ids {
+        if id > MAX_ID {
+            bail!("process.user.{field}: {id} is out of range (uids and gids must be in 0-{MAX_ID})");
+        }
     }
     Ok(())
 }
@@ -92,5 +121,28 @@ mod tests {
         let err = spec(&s).unwrap_err().to_string();
         assert!(err.starts_with(&format!("linux.namespaces[{i}]: the ")), "{err}");
         assert!(err.ends_with("namespace is listed twice"), "{err}");
+    }
+
+    #[test]
+    fn ids_past_runcs_range_are_refused_with_their_field() {
+        let mut s = Spec::default();
+        let mut p = s.process().clone().unwrap();
+        let mut u = p.user().clone();
+        u.set_uid(i32::MAX as u32);
+        u.set_additional_gids(Some(vec![5, u32::MAX]));
+        p.set_user(u.clone());
+        s.set_process(Some(p.clone()));
+        let err = spec(&s).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "process.user.additionalGids[1]: 4294967295 is out of range (uids and gids must be in 0-2147483647)"
+        );
+        u.set_additional_gids(None);
+        u.set_gid(u32::MAX);
+        p.set_user(u);
+        assert!(process(&p)
+            .unwrap_err()
+            .to_string()
+            .starts_with("process.user.gid: 4294967295"));
     }
 }

@@ -39,7 +39,12 @@ fn refused(env: &Env, policy: &Path, args: &[&str]) -> String {
 
 fn add_caps(v: &mut Value, caps: &[&str]) {
     for set in ["bounding", "effective", "permitted", "inheritable", "ambient"] {
-        let list = v["process"]["capabilities"][set].as_array_mut().unwrap();
+        // The template has no inheritable or ambient set (as runc's): start one.
+        let slot = &mut v["process"]["capabilities"][set];
+        if slot.is_null() {
+            *slot = json!([]);
+        }
+        let list = slot.as_array_mut().unwrap();
         for c in caps {
             list.push(json!(c));
         }

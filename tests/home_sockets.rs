@@ -391,9 +391,9 @@ fn claude_installed_in_the_home(owner: Option<(u32, u32)>) {
     }
     let real = std::fs::canonicalize("/usr/bin/claude").expect("claude is installed by hack/setup");
     let installed = versions.join("9.9.9");
-    if std::fs::hard_link(&real, &installed).is_err() {
-        std::fs::copy(&real, &installed).unwrap();
-    }
+    // A copy, never a hard link: the chown below would give the system's
+    // own binary to the test user.
+    std::fs::copy(&real, &installed).unwrap();
     std::os::unix::fs::symlink(&installed, home.join(".local/bin/claude")).unwrap();
     chown_r(&home, owner);
     chown_r(&proj, owner);

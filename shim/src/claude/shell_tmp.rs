@@ -84,6 +84,11 @@ impl CallTmp {
         self.ours.join(&self.name)
     }
 
+    /// A handle on it, reached below the state directory without a link.
+    pub fn own(&self) -> Result<Dir> {
+        Ok(self.ours.sub(&self.name)?)
+    }
+
     /// The directory Claude Code reads, as the sandbox's policy binds it.
     pub fn shared(&self) -> &Path {
         &self.shared

@@ -55,7 +55,7 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let dir = sandbox::state_dir(&name)?;
     claude::prepare_config_dir(&dir, &claude::host_config_dir(&inv_home))?;
     // The agent writes it as whoever the sandbox runs as.
-    sandbox::hand_over::hand_over(dir.path(), run_as)?;
+    sandbox::hand_over::hand_over(&dir, run_as)?;
     let mut policy = claude::whole_agent_policy(base, dir.path())?;
     claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
     run_policy(rt, &policy, &inv, &mut |c| {
@@ -206,7 +206,9 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
     };
     // The call writes its cwd file there as whoever the sandbox runs as.
     let handed = match &call {
-        Some(c) => sandbox::hand_over::hand_over(&c.own_dir(), sandbox::run_as(&inv)),
+        Some(c) => c
+            .own()
+            .and_then(|d| sandbox::hand_over::hand_over(&d, sandbox::run_as(&inv))),
         None => Ok(()),
     };
     if let Err(e) = handed {

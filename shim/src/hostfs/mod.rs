@@ -435,6 +435,16 @@ impl Dir {
         })
     }
 
+    /// A readable descriptor of this directory itself, for a walk of its own
+    /// (reached through the handle, not its path).
+    pub fn open_fd(&self) -> Result<OwnedFd> {
+        self.at("open", Path::new(""), || {
+            let h = self.root.resolve(here(Path::new(""))).map_err(os)?;
+            let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
+            Ok(rustix::fs::openat(h.as_fd(), ".", flags, rustix::fs::Mode::empty())?)
+        })
+    }
+
     /// The names in the directory `rel` with what each is (not followed).
     pub fn list(&self, rel: &Path) -> Result<Vec<(OsString, Kind)>> {
         self.at("list", rel, || {

@@ -24,15 +24,17 @@ const OPEN_DIR: OFlags = OFlags::RDONLY
 
 /// Gives `dir` and everything in it to the host ids `run_as` runs as, unless
 /// that is this process (whatever it made is then already theirs).
-pub fn hand_over(dir: &Path, run_as: RunAs) -> Result<()> {
+/// The directory is reached through its handle: a link planted above it
+/// since the handle was taken is not followed.
+pub fn hand_over(dir: &crate::hostfs::Dir, run_as: RunAs) -> Result<()> {
     let (uid, gid) = run_as.host_ids();
     if uid == rustix::process::geteuid().as_raw() {
         return Ok(());
     }
-    let fd = rustix::fs::open(dir, OPEN_DIR, Mode::empty()).with_context(|| format!("open {}", dir.display()))?;
+    let fd = dir.open_fd()?;
     let mut seen = 0;
-    walk(fd, dir, (Uid::from_raw(uid), Gid::from_raw(gid)), 0, &mut seen)
-        .with_context(|| format!("give {} to uid {uid}", dir.display()))
+    walk(fd, dir.path(), (Uid::from_raw(uid), Gid::from_raw(gid)), 0, &mut seen)
+        .with_context(|| format!("give {} to uid {uid}", dir.path().display()))
 }
 
 /// Refuses a directory handed over to `run_as` that it could not reach:
@@ -145,7 +147,8 @@ mod tests {
         std::os::unix::fs::symlink(t.path(), dir.join("a/dirlink")).unwrap();
         std::fs::hard_link(&outside, dir.join("hard")).unwrap();
         let who = RunAs::Owner { uid: 4242, gid: 4343 };
-        hand_over(&dir, who).unwrap();
+        let handle = crate::hostfs::Dir::open(&dir).unwrap();
+        hand_over(&handle, who).unwrap();
         for p in ["", "a", "a/b", "a/b/f"] {
             let m = std::fs::symlink_metadata(dir.join(p)).unwrap();
             assert_eq!((m.uid(), m.gid()), (4242, 4343), "{p}");
@@ -156,8 +159,8 @@ mod tests {
             assert_eq!(std::fs::symlink_metadata(p).unwrap().uid(), 0, "{}", p.display());
         }
         // Twice is once; and giving it to ourselves changes nothing.
-        hand_over(&dir, who).unwrap();
-        hand_over(&dir, RunAs::RootMasked).unwrap();
+        hand_over(&handle, who).unwrap();
+        hand_over(&handle, RunAs::RootMasked).unwrap();
         assert_eq!(std::fs::metadata(&dir).unwrap().uid(), 4242);
         // Reachable through its parents, or refused in one line.
         std::fs::set_permissions(t.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -166,9 +169,11 @@ mod tests {
         let e = check_reachable(&dir, who, None).unwrap_err().to_string();
         assert!(e.contains("it cannot enter") && !e.contains('\n'), "{e}");
         check_reachable(&dir, RunAs::RootMasked, None).unwrap();
-        // A link in place of the directory is refused, not followed.
+        // A link in place of the directory is refused, not followed: no
+        // handle is had through it.
         let l = t.path().join("l");
         std::os::unix::fs::symlink(&dir, &l).unwrap();
-        assert!(hand_over(&l, RunAs::Owner { uid: 1, gid: 1 }).is_err());
+        let parent = crate::hostfs::Dir::open(t.path()).unwrap();
+        assert!(parent.sub(std::path::Path::new("l")).is_err());
     }
 }

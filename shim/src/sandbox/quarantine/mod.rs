@@ -107,6 +107,14 @@ impl Watch {
                 return outcome;
             }
         };
+        // The start refuses this many; at the exit the run is over, so it is
+        // said loudly: what lies past them was not looked at.
+        if found.len() >= ENV_FILE_LIMIT {
+            outcome.errors.push(format!(
+                "look at everything the run left under {}: it holds {ENV_FILE_LIMIT} or more .env files and tool settings, and only the first were looked at",
+                workdir.display()
+            ));
+        }
         // lstat below the working directory's handle: nothing followed.
         let kind = |p: &Path| {
             let rel = p.strip_prefix(&workdir).ok()?;

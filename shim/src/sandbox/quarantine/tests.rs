@@ -187,3 +187,20 @@ fn a_session_reports_only_its_own_runs_in_its_project() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_run_that_leaves_too_many_to_look_at_says_so() {
+    let w = world();
+    let watch = watch(&w, AfterEffects::Quarantine);
+    for i in 0..claude_shim_bundle::compile::ENV_FILE_LIMIT {
+        std::fs::write(w.wd.join(format!(".env.{i}")), "").unwrap();
+    }
+    let out = watch.finish_in(&host(), &[], &quarantine(&w));
+    let lines = out.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("claude-shim: warning: failed to look at everything the run left")),
+        "{lines:?}"
+    );
+}

@@ -253,7 +253,7 @@ impl Dir {
     /// What is at `rel`, a link there not followed; None if nothing is.
     pub fn stat(&self, rel: &Path) -> Result<Option<Stat>> {
         let r = self.at("stat", rel, || {
-            let h = self.root.resolve_nofollow(rel).map_err(os)?;
+            let h = self.root.resolve_nofollow(here(rel)).map_err(os)?;
             Ok(Stat::of(&rustix::fs::fstat(h.as_fd())?))
         });
         match r {

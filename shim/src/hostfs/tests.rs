@@ -167,6 +167,8 @@ fn stat_list_and_the_directory_operations() {
     let t = t();
     let d = t.dir();
     assert!(d.stat(p("x")).unwrap().is_none());
+    // The directory itself.
+    assert_eq!(d.stat(p("")).unwrap().map(|s| s.kind), Some(Kind::Dir));
     let sub = d.create_dir_all(p("a/b"), 0o700).unwrap();
     assert_eq!(sub.path(), t.inside.join("a/b"));
     sub.write_new(p("f"), b"x", 0o600).unwrap();

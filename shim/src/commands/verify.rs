@@ -111,7 +111,7 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
     let bundle = work.join("bundle");
     let result = (|| -> Result<(Vec<Report>, Compiled)> {
         let mut compiled = sandbox::compile_policy(&policy, &inv, Some(&ours))?;
-        let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &HostFacts::collect(&canary), &reach);
+        let exp = from_spec::expectations(&policy, &inv, &compiled.spec, &HostFacts::collect(&canary), &reach)?;
         let exe = seal::exe_on_disk()?;
         prepare_spec(&mut compiled.spec, &exe, &exp).map_err(|e| anyhow!("{e}"))?;
         lease.create(&compiled.placeholders)?;

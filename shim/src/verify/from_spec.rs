@@ -71,7 +71,12 @@ fn is_socket(p: &Path) -> bool {
 /// engine sockets, sockets in the host's /tmp (IDE and agent bridges), and
 /// the socket census's (those the sandbox covers with /dev/null first, then
 /// those it does not show), but the ones the policy names.
-fn host_sockets(policy: &Policy, inv: &Invocation, mounts: &[oci_spec::runtime::Mount]) -> Vec<PathBuf> {
+fn host_sockets(
+    policy: &Policy,
+    inv: &Invocation,
+    mounts: &[oci_spec::runtime::Mount],
+    census: Vec<PathBuf>,
+) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some((_, v)) = inv.env.iter().find(|(k, _)| k == "SSH_AUTH_SOCK") {
         out.push(PathBuf::from(v));
@@ -92,7 +97,6 @@ fn host_sockets(policy: &Policy, inv: &Invocation, mounts: &[oci_spec::runtime::
         .iter()
         .filter(|m| m.source().as_deref() == Some(Path::new("/dev/null")) && is_socket(m.destination()))
         .map(|m| m.destination().clone());
-    let census = crate::sandbox::sockets::census().unwrap_or_default();
     let named: Vec<PathBuf> = policy
         .filesystem
         .unix_sockets
@@ -205,7 +209,16 @@ fn host_abstract_sockets() -> Vec<String> {
     out
 }
 
-pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &HostFacts, reach: &Reach) -> Expectations {
+/// Fails where the host cannot be read for what the sandbox must not
+/// reach (its socket census): fewer rows would pass for proof.
+pub fn expectations(
+    policy: &Policy,
+    inv: &Invocation,
+    spec: &Spec,
+    facts: &HostFacts,
+    reach: &Reach,
+) -> anyhow::Result<Expectations> {
+    let census = crate::sandbox::sockets::census()?;
     let process = spec.process().clone().unwrap_or_default();
     let linux = spec.linux().clone().unwrap_or_default();
     let env_names: Vec<String> = process
@@ -322,7 +335,7 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
         protected_file: protected,
     });
 
-    Expectations {
+    Ok(Expectations {
         env: EnvExpect {
             equals,
             absent: absent.into_iter().collect(),
@@ -355,7 +368,7 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
             empty_home: empty_home(inv, &mounts),
         },
         sockets: SocketsExpect {
-            unix: host_sockets(policy, inv, &mounts),
+            unix: host_sockets(policy, inv, &mounts, census),
             abstract_names: host_abstract_sockets(),
         },
         escapes: EscapesExpect {
@@ -369,7 +382,7 @@ pub fn expectations(policy: &Policy, inv: &Invocation, spec: &Spec, facts: &Host
             .map(super::syscalls::expectations_for)
             .unwrap_or_default(),
         network: network_expect(spec, facts, reach),
-    }
+    })
 }
 
 /// The repositories' mount points of their own in the working directory

@@ -147,21 +147,23 @@ impl Case {
 
     /// The host tools where the user works next.
     fn host_tools(&self) {
+        // Both must have run: "no marker" from a tool that never started proves nothing.
         let git = self.host_git_commit(&self.w.proj.join("new"));
         eprintln!(
             "host git commit in new/: {:?} {}",
             git.status.code(),
             text(&git.stderr).trim()
         );
+        assert!(git.status.success(), "host git commit: {}", text(&git.stderr));
         let sub = self.w.proj.join("sub");
-        if sub.is_dir() {
-            let claude = self.host_claude(&sub);
-            eprintln!(
-                "host claude -p in sub/: {:?} {}",
-                claude.status.code(),
-                text(&claude.stdout).trim()
-            );
-        }
+        assert!(sub.is_dir(), "{} is gone", sub.display());
+        let claude = self.host_claude(&sub);
+        eprintln!(
+            "host claude -p in sub/: {:?} {}",
+            claude.status.code(),
+            text(&claude.stdout).trim()
+        );
+        assert!(claude.status.success(), "host claude -p: {}", tail(&claude.stderr));
     }
 
     fn quarantine(&self, args: &[&str]) -> Output {
@@ -371,22 +373,27 @@ done"#
     let mut after = c.w.home_digest();
     assert!(after.remove(&c.w.home.join("notes.txt")).is_some());
     assert_eq!(after, before, "the home changed");
-    // The host's next interactive shell, with ~/.local/bin first in PATH.
-    let mut bash = command_as(owner, Path::new("bash"));
-    bash.env_clear()
-        .env("HOME", &home)
-        .env("PATH", format!("{}/.local/bin:/usr/bin:/bin", home.display()))
-        .args(["-i", "-l", "-c", "ls >/dev/null"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let _ = bash.status().unwrap();
+    // The host's next shells, with ~/.local/bin first in PATH: a login
+    // shell (.bash_profile, .profile) and an interactive one (.bashrc).
+    for login in [true, false] {
+        let mut bash = command_as(owner, Path::new("bash"));
+        bash.env_clear()
+            .env("HOME", &home)
+            .env("PATH", format!("{}/.local/bin:/usr/bin:/bin", home.display()))
+            .arg("-i")
+            .args(login.then_some("-l"))
+            .args(["-c", "ls >/dev/null"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        assert!(bash.status().unwrap().success(), "host bash (login: {login}) failed");
+    }
     assert_eq!(
         c.markers_left(),
         Vec::<String>::new(),
         "the host's bash ran planted code"
     );
-    eprintln!("host bash -i -l in the home: no marker");
+    eprintln!("host bash -i -l and bash -i in the home: no marker");
 }
 
 #[test]

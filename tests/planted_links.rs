@@ -114,6 +114,13 @@ echo ATTACKED"#,
     eprintln!("per-command tool_results:\n{}", results.join("\n---\n"));
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(results[0].contains("ATTACKED"), "{}", results[0]);
+    // The call sees an empty directory of its own (no task output files to
+    // link), so the planted cwd link is what reaches claude-shim: refused.
+    assert!(
+        results[0].contains("OWN /tmp/claude-shim-") && results[0].contains("it is not a regular file of its own"),
+        "the planted cwd link was not met: {}",
+        results[0]
+    );
     for r in &results {
         assert!(!r.contains(OAUTH), "a tool result holds the host's credential: {r}");
     }
@@ -199,9 +206,10 @@ fn sandbox(w: &World, cwd: &Path, script: &str) -> Output {
     output_of(c, w.dir.path())
 }
 
-/// During a run the sandbox moves `.git` aside (taking the `.git/hooks`
-/// placeholder's bind along) and plants `.git -> elsewhere`; removing the
-/// placeholder on the way out must not remove `elsewhere/hooks`.
+/// During a run the sandbox tries to move `.git` aside (taking the
+/// `.git/hooks` placeholder's bind along) and plant `.git -> elsewhere`: the
+/// move is refused (`.git` is a mount point), and removing the placeholder
+/// on the way out must not remove `elsewhere/hooks`.
 fn placeholders(owner: Option<(u32, u32)>) {
     let w = World::new(owner);
     let victim = w.dir.path().join("victim");
@@ -218,6 +226,7 @@ fn placeholders(owner: Option<(u32, u32)>) {
     let out = sandbox(&w, &w.proj, &script);
     eprintln!("sandbox: {}{}", text(&out.stdout).trim(), text(&out.stderr).trim());
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "REFUSED", "the sandbox replaced .git");
     assert!(
         victim.join("hooks").is_dir(),
         "the placeholder's removal followed the planted .git link"
@@ -255,6 +264,17 @@ fn kept_logs_follow_no_planted_link() {
     );
     let out = sandbox(&w, &w.home, &script);
     eprintln!("plant: {}{}", text(&out.stdout).trim(), text(&out.stderr).trim());
+    // Refused from inside (the state is read-only there)...
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "REFUSED",
+        "the sandbox wrote claude-shim's state"
+    );
+    // ...so the link is left as an earlier writer could have: the next
+    // run's log keeping must not follow it.
+    std::fs::create_dir_all(&state).unwrap();
+    let _ = std::fs::remove_dir_all(state.join("logs"));
+    std::os::unix::fs::symlink(&victim, state.join("logs")).unwrap();
     let out = sandbox(&w, &w.proj, "curl -sS -o /dev/null https://refused.example/");
     let err = text(&out.stderr);
     eprintln!("refused run: {}", err.trim());

@@ -114,7 +114,7 @@ impl Builder<'_, '_> {
         }
         let state = match self.env("XDG_STATE_HOME").map(PathBuf::from) {
             Some(x) if x.is_absolute() => x,
-            _ => self.ctx.inv.home.join(".local/state"),
+            _ => home.join(".local/state"),
         }
         .join("claude-shim");
         if state.starts_with(&wd) && state != wd {

@@ -421,7 +421,8 @@ impl Builder<'_, '_> {
 
     fn protected(&mut self) -> Result<(), CompileError> {
         let wd = self.ctx.inv.workdir.clone();
-        let is_home = wd == self.ctx.inv.home;
+        // Resolved as the home pass resolves it: a home named through a link is still the home.
+        let is_home = wd == self.resolve("filesystem.home", &self.ctx.inv.home)?;
         for p in self.ctx.policy.filesystem.protected_paths() {
             let entry = p.path.to_str().and_then(host_run::find);
             if entry.is_some_and(|h| h.shape == Shape::Git) {

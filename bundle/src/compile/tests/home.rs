@@ -229,3 +229,19 @@ fn claude_shims_state_stays_read_only_in_a_project_that_holds_it() {
         .iter()
         .any(|p| p.path == Path::new("/home/u/proj/state/claude-shim") && p.dir));
 }
+
+#[test]
+fn a_home_named_through_a_link_still_gets_its_start_up_files_stood_in_for() {
+    let host = FakeHost::typical().link("/h", "/home/u");
+    let direct = Invocation {
+        workdir: "/home/u".into(),
+        ..inv()
+    };
+    let linked = Invocation {
+        home: "/h".into(),
+        ..direct.clone()
+    };
+    let want = run(&Policy::embedded_default(), &host, &direct).placeholders;
+    assert!(want.iter().any(|p| p.path == Path::new("/home/u/.profile")), "{want:?}");
+    assert_eq!(run(&Policy::embedded_default(), &host, &linked).placeholders, want);
+}

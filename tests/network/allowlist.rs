@@ -11,8 +11,8 @@ use crate::world::World;
 pub(crate) const ALLOWLIST_SCRIPT: &str = r#"
 p env_http sh -c 'echo $HTTP_PROXY $HTTPS_PROXY $ALL_PROXY $NO_PROXY'
 p links busybox ip -o link
-p direct_pub busybox nc -w 3 198.18.123.2 80
-p direct_v6 busybox nc -w 3 2001:db8:123::2 80
+p direct_pub busybox nc -w 3 198.20.123.2 80
+p direct_v6 busybox nc -w 3 2a01:123::2 80
 p dns_inside busybox nslookup pub.test 10.123.0.53
 p host_lo busybox nc -w 3 127.0.0.1 18080
 p wget_pub busybox wget -q -O - http://pub.test/
@@ -21,7 +21,7 @@ p wget_deny busybox wget -q -O - http://blocked.wild.test/
 p wget_apex busybox wget -q -O - http://wild.test/
 p wget_port busybox wget -q -O - http://ports.test:8080/
 p wget_port_wrong busybox wget -q -O - http://ports.test/
-p wget_ip busybox wget -q -O - http://198.18.123.2/
+p wget_ip busybox wget -q -O - http://198.20.123.2/
 p wget_rebind busybox wget -q -O - http://rebind.test:18080/
 p wget_meta busybox wget -q -O - http://meta.test/
 p wget_priv busybox wget -q -O - http://priv.test/
@@ -29,15 +29,21 @@ p wget_priv2 busybox wget -q -O - http://priv2.test/
 p connect_pub sh -c 'printf "CONNECT pub.test:80 HTTP/1.1\r\nHost: pub.test:80\r\n\r\nGET / HTTP/1.0\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
 p connect_lo sh -c 'printf "CONNECT 127.0.0.1:18080 HTTP/1.1\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
 p connect_localhost sh -c 'printf "CONNECT localhost:18080 HTTP/1.1\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
+p port_default sh -c 'printf "CONNECT pub.test:8080 HTTP/1.1\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
+p port_any_host sh -c 'printf "CONNECT pub.test:8081 HTTP/1.1\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
+p host_mismatch sh -c 'printf "GET http://pub.test/ HTTP/1.1\r\nHost: priv2.test\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
+p pipelined sh -c 'printf "GET http://pub.test/ HTTP/1.1\r\nHost: pub.test\r\n\r\nGET http://priv2.test/ HTTP/1.1\r\nHost: priv2.test\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
+p nat64_meta sh -c 'printf "CONNECT [64:ff9b::a9fe:a9fe]:80 HTTP/1.1\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
+p sixtofour_priv sh -c 'printf "CONNECT [2002:a7b:102::1]:80 HTTP/1.1\r\n\r\n" | busybox nc -w 5 127.0.0.1 3128'
 p socks_pub $L /usr/bin/curl -sS --max-time 5 -x socks5h://127.0.0.1:1080 http://pub.test/
 p socks_deny $L /usr/bin/curl -sS --max-time 5 -x socks5h://127.0.0.1:1080 http://blocked.wild.test/
-p socks_ip $L /usr/bin/curl -sS --max-time 5 -x socks5://127.0.0.1:1080 http://198.18.123.2/
+p socks_ip $L /usr/bin/curl -sS --max-time 5 -x socks5://127.0.0.1:1080 http://198.20.123.2/
 p curl_https_proxy_env $L /usr/bin/curl -sS --max-time 5 --proxytunnel http://ports.test:8080/
 "#;
 
 pub(crate) fn allowlist_policy() -> Value {
     json!({
-        "allow": ["pub.test", "*.wild.test", "ports.test:8080", "rebind.test", "meta.test", "priv.test", "priv2.test"],
+        "allow": ["pub.test", "*.wild.test", "ports.test:8080", "rebind.test:18080", "meta.test", "priv.test", "priv2.test", "*:8081"],
         "deny": ["blocked.wild.test"],
         "allow_cidrs": ["10.123.1.2/32:80"],
     })
@@ -80,6 +86,16 @@ pub(crate) fn check_allowlist(p: &Probes) {
         lh.contains("403") && !lh.contains("hello-"),
         "CONNECT to localhost: {lh}"
     );
+    // An entry without a port admits 443 and 80; `*:8081` adds 8081 for
+    // every allowed host (nothing listens there: the proxy's 502 says it tried).
+    p.refused_with("port_default", "403", "port 8080 is not allowed");
+    p.refused_with("port_any_host", "502", "pub.test:8081");
+    // Plain http: the Host header names the target, and one request per connection.
+    p.refused_with("host_mismatch", "400", "names another host");
+    p.refused_with("pipelined", "400", "one request per connection");
+    // NAT64 and 6to4 addresses are judged by the IPv4 address they carry.
+    p.refused_with("nat64_meta", "403", "NAT64 form of 169.254.0.0/16");
+    p.refused_with("sixtofour_priv", "403", "6to4 form of 10.0.0.0/8");
     p.reached("socks_pub", "hello-pub");
     p.blocked("socks_deny");
     p.blocked("socks_ip");
@@ -121,10 +137,10 @@ fn allowlist_admits_exactly_the_listed_hosts_and_logs_each_request() {
     assert_eq!(deny["decision"], "deny");
     assert_eq!(deny["reason"], "denied by blocked.wild.test");
     assert_eq!(find("api.wild.test", 80)["reason"], "allowed by *.wild.test");
-    assert_eq!(find("api.wild.test", 80)["address"], "198.18.123.2:80");
+    assert_eq!(find("api.wild.test", 80)["address"], "198.20.123.2:80");
     assert_eq!(find("wild.test", 80)["reason"], "not on the allowlist");
     assert_eq!(find("ports.test", 80)["decision"], "deny");
-    assert_eq!(find("198.18.123.2", 80)["decision"], "deny");
+    assert_eq!(find("198.20.123.2", 80)["decision"], "deny");
     let rebind = find("rebind.test", 18080);
     assert_eq!(rebind["decision"], "deny");
     assert!(
@@ -143,8 +159,14 @@ fn allowlist_admits_exactly_the_listed_hosts_and_logs_each_request() {
     assert_eq!(find("localhost", 18080)["decision"], "deny");
     let socks: Vec<_> = requests.iter().filter(|r| r["proto"] == "socks5").collect();
     assert_eq!(socks.len(), 3, "three SOCKS5 requests: {socks:?}");
-    // 11 by wget, 3 CONNECT by nc, 3 SOCKS5 and 1 CONNECT by curl.
-    assert_eq!(requests.len(), 18, "one line per request: {requests:#?}");
+    // 11 by wget, 3 CONNECT by nc, 3 SOCKS5 and 1 CONNECT by curl, and the
+    // proxy-rule probes: 4 CONNECT, a Host mismatch and a pipelined pair.
+    assert_eq!(requests.len(), 24, "one line per request: {requests:#?}");
+    assert_eq!(
+        find("pub.test", 8080)["reason"],
+        "port 8080 is not allowed: an entry without a port admits 443 and 80; add pub.test:8080 or *:8080"
+    );
+    assert_eq!(find("pub.test", 8081)["reason"], "allowed by pub.test");
     env.ok(&["delete", &id]);
     assert_all_gone(&env, &id);
 }

@@ -60,7 +60,7 @@ fn killing_pasta_leaves_no_egress_and_state_says_so() {
     let bundle = net_bundle(&env, &world, "killpasta", Some(&net), "sleep 1000\n");
     let id = id_of("killpasta");
     world.ok(&env, &["run", "--detach", "--bundle", bundle.to_str().unwrap(), &id]);
-    let reach = || fetch(&env, &id, "http://198.18.123.2/");
+    let reach = || fetch(&env, &id, "http://198.20.123.2/");
     let before = reach();
     assert!(
         String::from_utf8_lossy(&before.stdout).contains("hello-pub"),
@@ -121,7 +121,7 @@ fn killing_the_proxy_leaves_no_egress_and_state_says_so() {
         "nc",
         "-w",
         "3",
-        "198.18.123.2",
+        "198.20.123.2",
         "80",
     ]);
     assert!(!direct.status.success(), "and no direct way either");

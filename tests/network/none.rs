@@ -19,7 +19,7 @@ fn none_has_loopback_only() {
     let script = r#"
 p links busybox ip -o link
 p routes busybox ip route
-p pub busybox nc -w 3 198.18.123.2 80
+p pub busybox nc -w 3 198.20.123.2 80
 p host_lo busybox nc -w 3 127.0.0.1 18080
 p own_lo sh -c 'busybox timeout 10 busybox nc -l -p 7000 -e echo hello-own-lo & i=0; until busybox nc -w 3 127.0.0.1 7000 2>/dev/null || [ $i -ge 50 ]; do i=$((i+1)); sleep 0.1; done'
 p proxy busybox nc -w 3 127.0.0.1 3128

@@ -16,7 +16,7 @@ fn twenty_sandboxes_with_networking_at_once() {
     let modes = ["allowlist", "public", "none"];
     let script = r#"
 p proxied sh -c 'http_proxy=http://127.0.0.1:3128 busybox wget -q -O - http://pub.test/'
-p direct busybox wget -q -O - http://198.18.123.2/
+p direct busybox wget -q -O - http://198.20.123.2/
 p private busybox wget -q -O - http://10.123.1.3/
 "#;
     let mut bundles = Vec::new();

@@ -47,6 +47,15 @@ impl Probes {
         );
     }
 
+    /// Answered by the proxy with `status` and `why`, and no test server answered.
+    pub(crate) fn refused_with(&self, name: &str, status: &str, why: &str) {
+        let (_, out) = self.get(name);
+        assert!(
+            out.contains(status) && out.contains(why) && !out.contains("hello-"),
+            "probe {name} should be refused with {status} ({why:?}): {out:?}"
+        );
+    }
+
     /// Failed with `want` in its output.
     pub(crate) fn failed_with(&self, name: &str, want: &str) {
         let (rc, out) = self.get(name);

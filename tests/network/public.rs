@@ -10,9 +10,9 @@ use crate::world::World;
 
 pub(crate) const PUBLIC_SCRIPT: &str = r#"
 p links busybox ip -o link
-p pub busybox wget -q -O - http://198.18.123.2:80/
-p pub8080 busybox wget -q -O - http://198.18.123.2:8080/
-p pub6 busybox wget -q -O - http://[2001:db8:123::2]:80/
+p pub busybox wget -q -O - http://198.20.123.2:80/
+p pub8080 busybox wget -q -O - http://198.20.123.2:8080/
+p pub6 busybox wget -q -O - http://[2a01:123::2]:80/
 p dns busybox nslookup pub.test
 p pub_name busybox wget -q -O - http://pub.test/
 p priv2 busybox wget -q -O - http://10.123.1.3:80/
@@ -26,7 +26,7 @@ p host_addr busybox wget -q -O - http://10.123.0.2:18080/
 p host_via_gw busybox wget -q -O - http://10.123.0.1:18080/
 p gateway6 busybox wget -q -O - http://[fd12:3::1]:80/
 p priv6 busybox wget -q -O - http://[fd12:9::2]:80/
-p ping busybox ping -c 1 -W 2 198.18.123.2
+p ping busybox ping -c 1 -W 2 198.20.123.2
 p nft_flush $L /usr/sbin/nft flush ruleset
 p nft_delete $L /usr/sbin/nft delete table inet claude_shim
 p route_del busybox ip route del default
@@ -36,11 +36,11 @@ p link_down busybox ip link set eth0 down
 p unshare_net busybox unshare -n true
 p userns_nft $L /usr/bin/unshare -U --keep-caps /bin/sh -c "grep CapEff /proc/self/status; $L /usr/sbin/nft flush ruleset"
 p priv2_after busybox wget -q -O - http://10.123.1.3:80/
-p pub_after busybox wget -q -O - http://198.18.123.2:80/
+p pub_after busybox wget -q -O - http://198.20.123.2:80/
 "#;
 
 pub(crate) fn public_policy() -> Value {
-    json!({"allow_cidrs": ["10.123.1.2/32:80"], "deny": ["198.18.123.2:8080"]})
+    json!({"allow_cidrs": ["10.123.1.2/32:80"], "deny": ["198.20.123.2:8080"]})
 }
 
 pub(crate) fn check_public(p: &Probes) {
@@ -49,7 +49,7 @@ pub(crate) fn check_public(p: &Probes) {
     p.reached("pub", "hello-pub");
     p.blocked("pub8080");
     p.reached("pub6", "hello-pub6");
-    p.reached("dns", "198.18.123.2");
+    p.reached("dns", "198.20.123.2");
     p.reached("pub_name", "hello-pub");
     for blocked in [
         "priv2",

@@ -15,11 +15,11 @@ fn sandbox_reaches_exactly_the_listed_hosts(env: &Env, world: &World, name: &str
     let work = workdir(env, name);
     let script = r#"
 for u in http://pub.test/ http://api.wild.test/ http://blocked.wild.test/ http://wild.test/ \
-         http://priv2.test/ http://meta.test/ http://198.18.123.2/ http://127.0.0.1:18080/; do
+         http://priv2.test/ http://meta.test/ http://198.20.123.2/ http://127.0.0.1:18080/; do
   echo "$u $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$u")"
 done
 echo "body $(curl -s --max-time 5 http://api.wild.test/)"
-echo "direct $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --noproxy '*' http://198.18.123.2/)"
+echo "direct $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --noproxy '*' http://198.20.123.2/)"
 "#;
     let out = world.ok(
         env,
@@ -43,7 +43,7 @@ echo "direct $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --noproxy '*'
         ("http://wild.test/", "403"),
         ("http://priv2.test/", "403"),
         ("http://meta.test/", "403"),
-        ("http://198.18.123.2/", "403"),
+        ("http://198.20.123.2/", "403"),
         ("http://127.0.0.1:18080/", "000"),
         ("direct", "000"),
     ] {

@@ -17,9 +17,9 @@ use claude_shim_e2e::*;
 
 const SERVERS: &[(&str, &str, &str)] = &[
     // (namespace, address, body)
-    ("g", "198.18.123.2:80", "hello-pub"),
-    ("g", "198.18.123.2:8080", "hello-pub8080"),
-    ("g", "[2001:db8:123::2]:80", "hello-pub6"),
+    ("g", "198.20.123.2:80", "hello-pub"),
+    ("g", "198.20.123.2:8080", "hello-pub8080"),
+    ("g", "[2a01:123::2]:80", "hello-pub6"),
     ("g", "10.123.1.2:80", "hello-priv"),
     ("g", "10.123.1.2:81", "hello-priv81"),
     ("g", "10.123.1.3:80", "hello-priv2"),
@@ -33,11 +33,12 @@ const SERVERS: &[(&str, &str, &str)] = &[
 
 /// What the world's resolver answers (A records; AAAA queries get no answer).
 const NAMES: &[(&str, [u8; 4])] = &[
-    ("pub.test", [198, 18, 123, 2]),
-    ("api.wild.test", [198, 18, 123, 2]),
-    ("blocked.wild.test", [198, 18, 123, 2]),
-    ("wild.test", [198, 18, 123, 2]),
-    ("ports.test", [198, 18, 123, 2]),
+    ("pub.test", [198, 20, 123, 2]),
+    ("api.wild.test", [198, 20, 123, 2]),
+    ("blocked.wild.test", [198, 20, 123, 2]),
+    ("wild.test", [198, 20, 123, 2]),
+    ("ports.test", [198, 20, 123, 2]),
+    ("ssh.test", [198, 20, 123, 2]),
     ("priv.test", [10, 123, 1, 2]),
     ("priv2.test", [10, 123, 1, 3]),
     ("rebind.test", [127, 0, 0, 1]),
@@ -107,11 +108,11 @@ impl World {
                     "addr add 10.123.0.3/24 dev g0",
                     "addr add 10.123.0.53/24 dev g0",
                     "-6 addr add fd12:3::1/64 dev g0 nodad",
-                    "addr add 198.18.123.2/32 dev lo",
+                    "addr add 198.20.123.2/32 dev lo",
                     "addr add 10.123.1.2/32 dev lo",
                     "addr add 10.123.1.3/32 dev lo",
                     "addr add 169.254.169.254/32 dev lo",
-                    "-6 addr add 2001:db8:123::2/128 dev lo nodad",
+                    "-6 addr add 2a01:123::2/128 dev lo nodad",
                     "-6 addr add fd12:9::2/128 dev lo nodad",
                 ],
             ),
@@ -128,6 +129,11 @@ impl World {
         }
         w.serve_dns();
         w
+    }
+
+    /// The namespace that holds the peers.
+    pub(crate) fn gateway_ns(&self) -> &str {
+        &self.gateway
     }
 
     pub(crate) fn ns_path(name: &str) -> PathBuf {

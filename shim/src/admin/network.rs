@@ -40,27 +40,35 @@ fn parse_mode(s: &str) -> Option<NetworkMode> {
     }
 }
 
-/// Whether host pattern `outer` admits everything `inner` does: the same
-/// pattern, or a `*.domain` over it, on any port or the same one.
-pub(super) fn covers(outer: &str, inner: &str) -> bool {
+/// Whether the allow list `outer` admits everything entry `inner` does: the
+/// same pattern, or a `*.domain` over it, on the same port; an entry without
+/// a port admits 443, 80 and the list's `*:port` ports, so it covers an
+/// inner entry on one of those, and an inner `*:port` needs the same entry.
+pub(super) fn covered(outer: &[String], inner: &str) -> bool {
     let split = |p: &str| match p.rsplit_once(':') {
         Some((h, port)) => (h.to_owned(), Some(port.to_owned())),
         None => (p.to_owned(), None),
     };
-    let ((oh, op), (ih, ip)) = (split(outer), split(inner));
-    if op.is_some() && op != ip {
-        return false;
+    let (ih, ip) = split(inner);
+    if ih == "*" {
+        return outer.iter().any(|o| o == inner);
     }
-    if oh == ih {
-        return true;
-    }
-    match oh.strip_prefix("*.") {
-        Some(domain) => {
-            let name = ih.strip_prefix("*.").unwrap_or(&ih);
-            name.ends_with(&format!(".{domain}"))
-        }
-        None => false,
-    }
+    let any_host = |port: &str| outer.iter().any(|o| o.strip_prefix("*:") == Some(port));
+    outer.iter().any(|o| {
+        let (oh, op) = split(o);
+        let port_ok = match (&op, &ip) {
+            (Some(op), Some(ip)) => op == ip,
+            (Some(_), None) => false,
+            (None, None) => true,
+            (None, Some(ip)) => ["443", "80"].contains(&ip.as_str()) || any_host(ip),
+        };
+        let host_ok = oh == ih
+            || oh.strip_prefix("*.").is_some_and(|domain| {
+                let name = ih.strip_prefix("*.").unwrap_or(&ih);
+                name.ends_with(&format!(".{domain}"))
+            });
+        oh != "*" && port_ok && host_ok
+    })
 }
 
 /// Narrows the current mode and lists by a request (a layer's or the
@@ -90,11 +98,7 @@ fn narrow(
                 }
             });
             if cur_mode == NetworkMode::Allowlist {
-                if let Some(h) = asked
-                    .allow
-                    .iter()
-                    .find(|h| !cur_lists.allow.iter().any(|a| covers(a, h)))
-                {
+                if let Some(h) = asked.allow.iter().find(|h| !covered(&cur_lists.allow, h)) {
                     bail!("{who} allows host {h:?}, which the admin policy does not");
                 }
             }

@@ -16,7 +16,7 @@ use ipnet::IpNet;
 use serde_json::{json, Value};
 
 use super::netns::{self, NsFds};
-use super::policy::{blocked_ranges, Policy};
+use super::policy::{blocked_with_local, Policy};
 
 pub const TABLE: &str = "claude_shim";
 pub const CHAIN: &str = "egress";
@@ -90,14 +90,7 @@ pub fn rules(policy: &Policy, facts: &Facts) -> Vec<Value> {
         e.push(accept());
         out.push(Value::Array(e));
     }
-    let mut blocked: Vec<IpNet> = blocked_ranges();
-    for n in &facts.local {
-        let n = n.trunc();
-        if !blocked.contains(&n) {
-            blocked.push(n);
-        }
-    }
-    for n in &blocked {
+    for n in &blocked_with_local(facts.local.iter().copied()) {
         out.push(json!([daddr(n), reject()]));
     }
     out

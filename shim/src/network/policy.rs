@@ -6,6 +6,7 @@
 mod entries;
 mod error;
 mod host;
+mod ranges;
 
 use std::net::IpAddr;
 
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 pub use self::entries::{CidrRule, HostPattern};
 pub use self::error::PolicyError;
 pub use self::host::{canonical, Host};
+pub use self::ranges::{blocked_ranges, blocked_with_local};
 
 /// The annotation that selects the mode.
 pub const MODE_ANNOTATION: &str = "run.claude-shim.network";
@@ -90,40 +92,26 @@ pub struct RawPolicy {
     pub allow_cidrs: Vec<String>,
 }
 
-/// Destinations no mode reaches unless an allow_cidrs entry says so: private,
-/// shared (CGNAT), loopback, link-local (which holds the cloud metadata
-/// service 169.254.169.254), multicast and reserved space (RFC 6890).
-pub const BLOCKED_RANGES: &[&str] = &[
-    "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "172.16.0.0/12",
-    "192.0.0.0/24",
-    "192.168.0.0/16",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-    "::/128",
-    "::1/128",
-    "::ffff:0:0/96",
-    "fc00::/7",
-    "fe80::/10",
-    "fec0::/10",
-    "ff00::/8",
-];
-
-pub fn blocked_ranges() -> Vec<IpNet> {
-    BLOCKED_RANGES
-        .iter()
-        .map(|s| s.parse().expect("the built-in ranges are valid CIDRs"))
-        .collect()
+/// A list's host patterns and its `*:port` entries.
+fn split_any_host(list: &[String]) -> Result<(Vec<HostPattern>, Vec<u16>), PolicyError> {
+    let (mut hosts, mut ports) = (Vec::new(), Vec::new());
+    for entry in list {
+        match entries::any_host_port(entry)? {
+            Some(p) => ports.push(p),
+            None => hosts.push(HostPattern::parse(entry)?),
+        }
+    }
+    Ok((hosts, ports))
 }
 
 /// A validated policy.
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub allow: Vec<HostPattern>,
+    /// Ports `*:port` entries admit for every allowed host.
+    pub any_host_ports: Vec<u16>,
+    /// Ports `*:port` deny entries refuse for every host.
+    pub denied_ports: Vec<u16>,
     pub deny: Vec<HostPattern>,
     pub allow_cidrs: Vec<CidrRule>,
 }
@@ -143,17 +131,13 @@ impl Decision {
 
 impl Policy {
     pub fn parse(raw: &RawPolicy) -> Result<Self, PolicyError> {
+        let (allow, any_host_ports) = split_any_host(&raw.allow)?;
+        let (deny, denied_ports) = split_any_host(&raw.deny)?;
         Ok(Self {
-            allow: raw
-                .allow
-                .iter()
-                .map(|s| HostPattern::parse(s))
-                .collect::<Result<_, _>>()?,
-            deny: raw
-                .deny
-                .iter()
-                .map(|s| HostPattern::parse(s))
-                .collect::<Result<_, _>>()?,
+            allow,
+            any_host_ports,
+            deny,
+            denied_ports,
             allow_cidrs: raw
                 .allow_cidrs
                 .iter()
@@ -175,14 +159,25 @@ impl Policy {
         if let Some(d) = self.deny.iter().find(|p| p.matches(host, port)) {
             return Decision::deny(format!("denied by {d}"));
         }
-        match self.allow.iter().find(|p| p.matches(host, port)) {
-            Some(a) => Decision {
+        if self.denied_ports.contains(&port) {
+            return Decision::deny(format!("denied by *:{port}"));
+        }
+        if let Some(a) = self.allow.iter().find(|p| p.admits(host, port, &self.any_host_ports)) {
+            return Decision {
                 allow: true,
                 reason: format!("allowed by {a}"),
-            },
-            None if self.allow.is_empty() => Decision::deny("the allowlist is empty".into()),
-            None => Decision::deny("not on the allowlist".into()),
+            };
         }
+        if self.allow.is_empty() {
+            return Decision::deny("the allowlist is empty".into());
+        }
+        if self.allow.iter().any(|p| p.port().is_none() && p.matches(host, port)) {
+            return Decision::deny(format!(
+                "port {port} is not allowed: an entry without a port admits 443 and 80; add {}:{port} or *:{port}",
+                host
+            ));
+        }
+        Decision::deny("not on the allowlist".into())
     }
 
     /// Whether an address a name resolved to (or a literal) may be connected
@@ -200,9 +195,17 @@ impl Policy {
         if self.allow_cidrs.iter().any(|c| c.admits(ip, port)) {
             return Ok(());
         }
-        match blocked.iter().find(|n| n.contains(&ip)) {
-            Some(n) => Err(format!("address {ip} is in blocked range {n}")),
-            None => Ok(()),
+        // The most specific block the registry names says why best; the
+        // host's own networks, added at run time, have no name there.
+        let holding = blocked.iter().filter(|n| n.contains(&ip));
+        let named = holding
+            .clone()
+            .filter_map(|n| ranges::name_of(n).map(|name| (n, name)))
+            .max_by_key(|(n, _)| n.prefix_len());
+        match (named, holding.max_by_key(|n| n.prefix_len())) {
+            (Some((n, name)), _) => Err(format!("address {ip} is in blocked range {n} ({name})")),
+            (None, Some(n)) => Err(format!("address {ip} is in blocked range {n} (the host's own network)")),
+            (None, None) => Ok(()),
         }
     }
 }
@@ -282,6 +285,50 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_without_a_port_admits_the_web_ports_only() {
+        let p = policy(&["github.com", "*.example.com", "192.0.2.7"], &[], &[]);
+        for (host, port) in [
+            ("github.com", 443),
+            ("github.com", 80),
+            ("a.example.com", 443),
+            ("192.0.2.7", 80),
+        ] {
+            assert!(allowed(&p, host, port), "{host}:{port}");
+        }
+        for (host, port) in [
+            ("github.com", 22),
+            ("github.com", 25),
+            ("a.example.com", 8443),
+            ("192.0.2.7", 22),
+        ] {
+            assert!(!allowed(&p, host, port), "{host}:{port}");
+        }
+        let d = p.decide(&Host::parse("github.com").unwrap(), 22);
+        assert_eq!(
+            d.reason,
+            "port 22 is not allowed: an entry without a port admits 443 and 80; add github.com:22 or *:22"
+        );
+        // `*:22` adds SSH for every allowed host, and only for those.
+        let p = policy(&["github.com", "*.example.com", "*:22"], &[], &[]);
+        assert!(allowed(&p, "github.com", 22) && allowed(&p, "a.example.com", 22));
+        assert!(!allowed(&p, "gitlab.com", 22) && !allowed(&p, "github.com", 25));
+        assert_eq!(
+            p.decide(&Host::parse("gitlab.com").unwrap(), 22).reason,
+            "not on the allowlist"
+        );
+        let p = policy(&["github.com", "*:22"], &["*:22"], &[]);
+        assert_eq!(
+            p.decide(&Host::parse("github.com").unwrap(), 22).reason,
+            "denied by *:22"
+        );
+        assert!(Policy::parse(&RawPolicy {
+            allow: vec!["*:0".into()],
+            ..Default::default()
+        })
+        .is_err());
+    }
+
+    #[test]
     fn deny_wins_over_allow() {
         let p = policy(
             &["*.example.com", "example.com"],
@@ -313,9 +360,9 @@ mod tests {
     #[test]
     fn resolved_addresses_in_blocked_ranges_are_refused() {
         let blocked = blocked_ranges();
-        let p = policy(&["*.example.com"], &["203.0.113.66"], &["10.123.1.2/32:80"]);
+        let p = policy(&["*.example.com"], &["1.2.3.66"], &["10.123.1.2/32:80"]);
         let v = |ip: &str, port| p.address_verdict(ip.parse().unwrap(), port, &blocked);
-        assert!(v("203.0.113.5", 443).is_ok());
+        assert!(v("1.2.3.5", 443).is_ok());
         for ip in [
             "127.0.0.1",
             "169.254.169.254",
@@ -334,8 +381,8 @@ mod tests {
         assert!(v("10.123.1.2", 80).is_ok(), "punched through");
         assert!(v("10.123.1.2", 8080).is_err(), "only on its port");
         assert_eq!(
-            v("203.0.113.66", 443).unwrap_err(),
-            "address 203.0.113.66 is denied by 203.0.113.66"
+            v("1.2.3.66", 443).unwrap_err(),
+            "address 1.2.3.66 is denied by 1.2.3.66"
         );
     }
 

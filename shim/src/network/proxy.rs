@@ -20,7 +20,7 @@ use serde_json::json;
 use super::args::HelperOpts;
 use super::log::Log;
 use super::plan::Plan;
-use super::policy::{blocked_ranges, Host, Policy};
+use super::policy::{blocked_with_local, Decision, Host, Policy};
 use super::wire::*;
 use super::{netns, process, routing};
 
@@ -43,17 +43,11 @@ struct Shared {
 /// The host's own networks join the fixed blocked ranges: the proxy connects
 /// from the host, so its LAN, gateway and addresses are what "local" means.
 fn host_blocked() -> Vec<IpNet> {
-    let mut blocked = blocked_ranges();
-    let extra = routing::local_networks(&routing::routes("self"))
-        .into_iter()
-        .chain(routing::host_addresses().into_iter().map(IpNet::from));
-    for n in extra {
-        let n = n.trunc();
-        if !blocked.contains(&n) {
-            blocked.push(n);
-        }
-    }
-    blocked
+    blocked_with_local(
+        routing::local_networks(&routing::routes("self"))
+            .into_iter()
+            .chain(routing::host_addresses().into_iter().map(IpNet::from)),
+    )
 }
 
 /// Gives up root: the proxy needs nothing but outgoing connections.
@@ -231,7 +225,18 @@ struct Outcome {
 /// The policy, then resolution (by the host's resolver), then the address
 /// check, then the connection.
 fn open_upstream(shared: &Shared, host: &Host, port: u16) -> Outcome {
-    let decision = shared.policy.decide(host, port);
+    // A literal in a blocked range is refused for that, whatever the lists
+    // say, so the refusal names the range (verify reads it).
+    let decision = match host {
+        Host::Ip(ip) => match shared.policy.address_verdict(*ip, port, &shared.blocked) {
+            Ok(()) => shared.policy.decide(host, port),
+            Err(why) => Decision {
+                allow: false,
+                reason: why,
+            },
+        },
+        Host::Name(_) => shared.policy.decide(host, port),
+    };
     let mut out = Outcome {
         upstream: None,
         decision: if decision.allow { "allow" } else { "deny" },
@@ -370,6 +375,16 @@ fn serve_http(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     };
+    // Bytes past the body in the first read are a pipelined second request.
+    if req.upstream_head.is_some() && (buf.len() - req.body_start) as u64 > req.content_length {
+        let why = "a second request on the connection is not forwarded: one request per connection";
+        shared.log.write(
+            json!({"client": peer.to_string(), "proto": "http", "host": req.host.to_string(),
+            "port": req.port, "decision": "deny", "reason": why}),
+        );
+        http_error(&mut stream, "400 Bad Request", why);
+        return;
+    }
     let proto = if req.upstream_head.is_none() {
         "http-connect"
     } else {
@@ -391,14 +406,40 @@ fn serve_http(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         return;
     };
     let rest = &buf[req.body_start..];
-    let sent = match &req.upstream_head {
-        None => stream
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .and_then(|_| upstream.write_all(rest)),
-        Some(head) => upstream.write_all(head).and_then(|_| upstream.write_all(rest)),
+    match &req.upstream_head {
+        None => {
+            let sent = stream
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .and_then(|_| upstream.write_all(rest));
+            if sent.is_ok() {
+                tunnel(stream, upstream);
+            }
+        }
+        Some(head) => {
+            let body_left = req.content_length - rest.len() as u64;
+            if upstream.write_all(head).and_then(|_| upstream.write_all(rest)).is_ok() {
+                one_request(stream, upstream, body_left);
+            }
+        }
+    }
+}
+
+/// Plain HTTP: the rest of the one request's body goes up, the response comes
+/// down, and nothing more the client sends is read: a second request on the
+/// connection could name another host than the one checked.
+fn one_request(client: TcpStream, upstream: TcpStream, body_left: u64) {
+    let _ = client.set_read_timeout(None);
+    let (Ok(mut c2), Ok(mut u2), Ok(down)) = (client.try_clone(), upstream.try_clone(), client.try_clone()) else {
+        return;
     };
-    if sent.is_ok() {
-        tunnel(stream, upstream);
+    let up = std::thread::Builder::new().stack_size(128 * 1024).spawn(move || {
+        let _ = io::copy(&mut (&mut c2).take(body_left), &mut u2);
+    });
+    copy_then_shutdown(upstream, down);
+    // The response is over: a body the client never finished ends here too.
+    let _ = client.shutdown(Shutdown::Both);
+    if let Ok(h) = up {
+        let _ = h.join();
     }
 }
 

@@ -50,6 +50,8 @@ pub struct HttpRequest {
     pub upstream_head: Option<Vec<u8>>,
     /// Bytes after the head (the start of a body).
     pub body_start: usize,
+    /// For plain http://: the body's length; nothing after it is forwarded.
+    pub content_length: u64,
 }
 
 /// Headers that belong to the hop to the proxy, not to the origin (RFC 9110 7.6.1).
@@ -83,6 +85,7 @@ pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
             port,
             upstream_head: None,
             body_start: len,
+            content_length: 0,
         }));
     }
     let rest = match target.get(..7) {
@@ -104,12 +107,45 @@ pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
     let path = path.split('#').next().unwrap_or("/").to_owned();
     let mut head = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
     let mut has_host = false;
+    let mut content_length = None;
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if HOP_HEADERS.contains(&name.as_str()) {
             continue;
         }
-        has_host |= name == "host";
+        match name.as_str() {
+            // The origin routes by Host: one naming another host than the
+            // checked target would reach that host on a shared server.
+            "host" => {
+                let value = String::from_utf8_lossy(h.value);
+                if has_host {
+                    return Err("two Host headers".into());
+                }
+                if parse_authority(value.trim(), Some(80)).ok() != Some((host.clone(), port)) {
+                    return Err(format!(
+                        "Host {:?} names another host than the request's {authority:?}",
+                        value.trim()
+                    ));
+                }
+                has_host = true;
+            }
+            // The body's end must be known, so that nothing after it (a
+            // second request) is forwarded.
+            "transfer-encoding" => {
+                return Err("a request body with Transfer-Encoding is not forwarded; send Content-Length".into())
+            }
+            "content-length" => {
+                let n = std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or("Content-Length is not a number")?;
+                if content_length.is_some_and(|c| c != n) {
+                    return Err("two different Content-Length headers".into());
+                }
+                content_length = Some(n);
+            }
+            _ => {}
+        }
         head.extend_from_slice(h.name.as_bytes());
         head.extend_from_slice(b": ");
         head.extend_from_slice(h.value);
@@ -126,6 +162,7 @@ pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
         port,
         upstream_head: Some(head),
         body_start: len,
+        content_length: content_length.unwrap_or(0),
     }))
 }
 
@@ -138,6 +175,30 @@ pub const SOCKS_HOST_UNREACHABLE: u8 = 4;
 pub const SOCKS_REFUSED: u8 = 5;
 pub const SOCKS_COMMAND_NOT_SUPPORTED: u8 = 7;
 pub const SOCKS_ADDRESS_NOT_SUPPORTED: u8 = 8;
+
+/// A client's CONNECT request for `host` (a name, or an address literal,
+/// IPv6 with or without brackets) and `port`.
+pub fn socks_connect_request(host: &str, port: u16) -> Result<Vec<u8>, String> {
+    let mut req = vec![5, 1, 0];
+    match host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        Ok(IpAddr::V4(a)) => {
+            req.push(1);
+            req.extend_from_slice(&a.octets());
+        }
+        Ok(IpAddr::V6(a)) => {
+            req.push(4);
+            req.extend_from_slice(&a.octets());
+        }
+        Err(_) => {
+            let len = u8::try_from(host.len()).map_err(|_| format!("the name {host:?} is longer than 255 bytes"))?;
+            req.push(3);
+            req.push(len);
+            req.extend_from_slice(host.as_bytes());
+        }
+    }
+    req.extend_from_slice(&port.to_be_bytes());
+    Ok(req)
+}
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed<T> {
@@ -280,6 +341,35 @@ mod tests {
             String::from_utf8(r.upstream_head.unwrap()).unwrap(),
             "GET / HTTP/1.1\r\nHost: pub.test\r\nConnection: close\r\n\r\n"
         );
+        let r = parse_http(b"POST http://pub.test/ HTTP/1.1\r\nHOST: PUB.test:80\r\nContent-Length: 3\r\n\r\nabc")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.content_length, 3);
+        for (bad, why) in [
+            (
+                &b"GET http://pub.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n"[..],
+                "another host",
+            ),
+            (
+                b"GET http://pub.test/ HTTP/1.1\r\nHost: pub.test:8080\r\n\r\n",
+                "another host",
+            ),
+            (
+                b"GET http://pub.test/ HTTP/1.1\r\nHost: pub.test\r\nHost: evil.test\r\n\r\n",
+                "two Host",
+            ),
+            (
+                b"POST http://pub.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                "Transfer-Encoding",
+            ),
+            (
+                b"POST http://pub.test/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                "Content-Length",
+            ),
+        ] {
+            let e = parse_http(bad).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
         assert!(parse_http(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
         assert!(parse_http(b"GET https://a.com/ HTTP/1.1\r\n\r\n").is_err());
         assert!(parse_http(b"GET http://user@a.com/ HTTP/1.1\r\n\r\n").is_err());

@@ -42,6 +42,10 @@ impl TryFrom<String> for HostPattern {
         if let Some(p) = port {
             parse_port(p).map_err(|e| format!("{s:?}: {e}"))?;
         }
+        // `*:port`: that port for every allowed host (entries without a port admit 443 and 80).
+        if host == "*" && port.is_some() {
+            return Ok(Self(lower));
+        }
         let name = host.strip_prefix("*.").unwrap_or(host);
         if name.contains('*') {
             return Err(format!("{s:?}: a wildcard is allowed only as a leading \"*.\""));
@@ -135,6 +139,7 @@ mod tests {
             "api.anthropic.com:443",
             "LOCALHOST",
             "10.1.2.3",
+            "*:22",
         ] {
             HostPattern::try_from(ok.to_owned()).unwrap();
         }

@@ -2,7 +2,7 @@
 //! admin policy's mode and lists, never widen them.
 
 use super::*;
-use crate::admin::network::{covers, NetLists};
+use crate::admin::network::{covered, NetLists};
 
 const ALLOWLIST: &str = "version = 1\n[network]\nmode = \"allowlist\"\nallow = [\"*.github.com\", \"pypi.org:443\"]\ndeny = [\"gist.github.com\"]\n";
 
@@ -59,6 +59,7 @@ fn network_annotations_may_narrow_never_widen() {
 
 #[test]
 fn host_patterns_cover_as_the_allow_list_reads() {
+    let covers = |outer: &str, inner: &str| covered(&[outer.to_owned()], inner);
     assert!(covers("*.github.com", "api.github.com"));
     assert!(covers("*.github.com", "*.api.github.com"));
     assert!(covers("*.github.com", "api.github.com:443"));
@@ -67,4 +68,9 @@ fn host_patterns_cover_as_the_allow_list_reads() {
     assert!(covers("pypi.org", "pypi.org:443"));
     assert!(!covers("pypi.org:443", "pypi.org"));
     assert!(!covers("pypi.org:443", "pypi.org:80"));
+    // Without a port an entry admits the web's ports, and more only by `*:port`.
+    assert!(!covers("github.com", "github.com:22"));
+    assert!(covered(&["github.com".into(), "*:22".into()], "github.com:22"));
+    assert!(!covers("github.com", "*:22"));
+    assert!(covered(&["*:22".into()], "*:22"));
 }

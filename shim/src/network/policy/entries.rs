@@ -10,6 +10,18 @@ use ipnet::IpNet;
 use super::error::PolicyError;
 use super::host::{canonical, normalize_name, Host};
 
+/// The ports an allow entry without one admits: HTTPS and HTTP.
+pub const DEFAULT_PORTS: &[u16] = &[443, 80];
+
+/// `*:port`: the port every allowed host is admitted on besides the default
+/// ones; None for any other entry.
+pub fn any_host_port(entry: &str) -> Result<Option<u16>, PolicyError> {
+    match entry.trim().strip_prefix("*:") {
+        Some(p) => parse_port(p, entry).map(Some),
+        None => Ok(None),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
     /// Exactly this name.
@@ -104,10 +116,23 @@ impl HostPattern {
         })
     }
 
+    /// For a deny entry: this host, on its port or, without one, on any.
     pub fn matches(&self, host: &Host, port: u16) -> bool {
-        if self.port.is_some_and(|p| p != port) {
-            return false;
-        }
+        self.port.is_none_or(|p| p == port) && self.names(host)
+    }
+
+    /// For an allow entry: this host on its port or, without one, on the web's
+    /// ports and the ones `*:port` entries add. An entry without a port
+    /// admitted every port once, so `github.com` let SSH and SMTP through.
+    pub fn admits(&self, host: &Host, port: u16, any_host_ports: &[u16]) -> bool {
+        let port_ok = match self.port {
+            Some(p) => p == port,
+            None => DEFAULT_PORTS.contains(&port) || any_host_ports.contains(&port),
+        };
+        port_ok && self.names(host)
+    }
+
+    fn names(&self, host: &Host) -> bool {
         match (&self.target, host) {
             (Target::Exact(e), Host::Name(n)) => e == n,
             (Target::Subdomains(s), Host::Name(n)) => n.len() > s.len() && n.ends_with(s.as_str()),

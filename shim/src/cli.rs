@@ -108,6 +108,9 @@ pub enum Command {
     /// of `claude --per-command` (also run as `claude-shim-shell CMD`) (internal)
     #[command(name = "__shell", hide = true)]
     Shell(Shell),
+    /// ssh's ProxyCommand inside an allowlist sandbox: HOST PORT through its SOCKS proxy (internal)
+    #[command(name = "__connect", hide = true)]
+    Connect(Connect),
     // Internal: helpers `create` starts beside a container.
     #[command(name = "__network", hide = true)]
     Network(crate::network::HelperArgs),
@@ -272,6 +275,13 @@ pub struct Run {
     pub detach: bool,
     /// Container id, or a path to a bundle directory (a path always holds a `/`)
     pub target: String,
+}
+
+/// `__connect HOST PORT`: run by ssh inside a sandbox.
+#[derive(Args, Debug)]
+pub struct Connect {
+    pub host: String,
+    pub port: u16,
 }
 
 /// `__probe --expect-json JSON` (or `--expect FILE`): check the sandbox from inside.

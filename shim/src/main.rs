@@ -86,6 +86,10 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         };
         return crate::verify::probe::main(&args);
     }
+    if let Command::Connect(a) = cmd {
+        // Inside a sandbox too: a stream through its proxy, nothing of the runtime.
+        return network::connect::run(&a.host, a.port);
+    }
     if cli.global.systemd_cgroup {
         if !systemd_running() {
             anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
@@ -120,7 +124,7 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
             cli::PolicyCommand::Import { file } => commands::claude::policy_import(file.as_deref()),
         },
         Command::Quarantine(a) => commands::quarantine::quarantine(a),
-        Command::Probe(_) => unreachable!("handled above"),
+        Command::Probe(_) | Command::Connect(_) => unreachable!("handled above"),
         Command::Network(a) => network::run_helper(a),
     }
 }

@@ -21,6 +21,7 @@ mod run_as;
 /// engine wrote.
 pub use linux::CPU_PERIOD;
 pub use mounts::{search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT, MASKED_PATHS, READONLY_PATHS};
+pub use network::{git_ssh_command, CONNECT_PATH, CONNECT_VERB};
 
 pub use input::{HostView, Invocation, Owner, PathKind};
 pub use output::{CompileError, Compiled, Placeholder, SkeletonEntry};

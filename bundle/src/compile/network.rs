@@ -17,6 +17,16 @@ pub const HTTP_PROXY: &str = "http://127.0.0.1:3128";
 /// Its SOCKS5 side; `socks5h` so names are resolved by the proxy, which checks them.
 pub const SOCKS_PROXY: &str = "socks5h://127.0.0.1:1080";
 pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+/// Where the runtime binds its own binary in an allowlist sandbox, as ssh's
+/// ProxyCommand: ssh has no proxy setting, and the sandbox no route out.
+pub const CONNECT_PATH: &str = "/dev/.claude-shim-connect";
+/// The verb of that binary that relays one stream through the SOCKS proxy.
+pub const CONNECT_VERB: &str = "__connect";
+
+/// GIT_SSH_COMMAND in an allowlist sandbox, unless the policy sets its own.
+pub fn git_ssh_command() -> String {
+    format!("ssh -o 'ProxyCommand={CONNECT_PATH} {CONNECT_VERB} %h %p'")
+}
 
 /// The `run.claude-shim.network.policy` JSON.
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -52,5 +62,8 @@ pub(crate) fn environment(ctx: &Ctx<'_>, env: &mut Env) {
     ] {
         env.insert(name.to_owned(), value.to_owned());
         env.insert(name.to_ascii_lowercase(), value.to_owned());
+    }
+    if !env.contains_key("GIT_SSH_COMMAND") {
+        env.insert("GIT_SSH_COMMAND".to_owned(), git_ssh_command());
     }
 }

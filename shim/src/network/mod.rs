@@ -10,6 +10,7 @@
 
 mod args;
 mod attach;
+pub mod connect;
 pub mod gateway;
 mod helpers;
 pub mod log;

@@ -149,7 +149,10 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         }
         Mode::None => {}
         // The proxy is a fork of this process (process::fork_helper): nothing to find.
-        Mode::Allowlist => set_proxy_env(spec),
+        Mode::Allowlist => {
+            set_proxy_env(spec);
+            add_ssh_proxy(spec)?;
+        }
         Mode::Public => {
             if let Some(d) = policy.deny.iter().find(|d| d.is_name()) {
                 bail!("{what}: deny entry {d:?} is a host name, and public mode filters addresses only (use allowlist mode, or an address)", d = d.to_string());
@@ -215,6 +218,41 @@ fn set_proxy_env(spec: &mut Spec) {
         .collect();
     env.extend(PROXY_ENV.iter().map(|(k, v)| format!("{k}={v}")));
     process.set_env(Some(env));
+}
+
+/// ssh has no proxy setting of its own: the runtime's own binary is bound
+/// read-only into the sandbox's /dev and named in GIT_SSH_COMMAND as
+/// ProxyCommand (`connect`; the bundle sets it, an engine's spec gets it
+/// here), so git over SSH goes through the proxy, which still decides. A spec
+/// without a /dev mount is left as it is: ssh then has no way out. A spec's
+/// own GIT_SSH_COMMAND is kept.
+fn add_ssh_proxy(spec: &mut Spec) -> Result<()> {
+    use super::connect::{git_ssh_command, CONNECT_PATH};
+    use libcontainer::oci_spec::runtime::MountBuilder;
+    let mut mounts = spec.mounts().clone().unwrap_or_default();
+    if !mounts.iter().any(|m| m.destination() == Path::new("/dev")) {
+        return Ok(());
+    }
+    if let Some(process) = spec.process_mut() {
+        let mut env = process.env().clone().unwrap_or_default();
+        if !env.iter().any(|e| e.starts_with("GIT_SSH_COMMAND=")) {
+            env.push(format!("GIT_SSH_COMMAND={}", git_ssh_command()));
+            process.set_env(Some(env));
+        }
+    }
+    let exe = crate::seal::exe_on_disk()?;
+    mounts.retain(|m| m.destination() != Path::new(CONNECT_PATH));
+    mounts.push(
+        MountBuilder::default()
+            .destination(PathBuf::from(CONNECT_PATH))
+            .typ("bind")
+            .source(exe)
+            .options(vec!["bind".into(), "ro".into(), "nosuid".into(), "nodev".into()])
+            .build()
+            .map_err(|e| anyhow!("bind the ssh proxy command into the container: {e}"))?,
+    );
+    spec.set_mounts(Some(mounts));
+    Ok(())
 }
 
 #[cfg(test)]

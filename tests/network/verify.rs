@@ -111,6 +111,17 @@ fn check_verify_allowlist(rows: &HashMap<String, String>) {
     for r in ["proxy socks5 off the list", "proxy socks5 host loopback localhost:"] {
         assert!(row(rows, r).contains("not allowed by ruleset"), "{r}");
     }
+    // The proxy's own rules, proven from inside: a port the entry does not
+    // admit, NAT64's form of the metadata address, and plain-HTTP requests
+    // that smuggle a second host.
+    assert!(row(rows, "proxy http port not allowed pub.test:25").contains("port 25 is not allowed"));
+    assert!(row(rows, "proxy http metadata as NAT64 [64:ff9b::a9fe:a9fe]:80").contains("NAT64 form of 169.254.0.0/16"));
+    for r in [
+        "proxy http Host mismatch pub.test:80",
+        "proxy http pipelined pub.test:80",
+    ] {
+        assert!(row(rows, r).contains("400 Bad Request"), "{r}");
+    }
 }
 
 fn check_verify_public(rows: &HashMap<String, String>) {

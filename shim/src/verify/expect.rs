@@ -254,6 +254,24 @@ pub struct ProxyRequest {
     /// The policy admits it: the proxy must not answer 403 (the upstream
     /// may still be unreachable). Otherwise the proxy must refuse it.
     pub admit: bool,
+    /// A plain http:// request the proxy must answer 400 before it connects
+    /// anywhere, instead of a CONNECT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain: Option<PlainHttp>,
+    /// Text the refusal must hold, where the reason is the point of the check
+    /// (a blocked range, not merely a name off the list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// Plain-HTTP requests that carry a second destination past the checked one.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PlainHttp {
+    /// A Host header naming another host than the request target.
+    HostMismatch,
+    /// A second request after the first on one connection.
+    Pipelined,
 }
 
 impl ProxyRequest {
@@ -424,6 +442,8 @@ pub(crate) fn sample() -> Expectations {
                     port: 443,
                     socks: false,
                     admit: false,
+                    plain: None,
+                    why: None,
                 }],
             }),
         },

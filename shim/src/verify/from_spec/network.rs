@@ -5,7 +5,7 @@
 use nix::errno::Errno;
 use oci_spec::runtime::Spec;
 
-use crate::verify::expect::{DirectTarget, Errnos, NetworkExpect, ProxyExpect, ProxyRequest};
+use crate::verify::expect::{DirectTarget, Errnos, NetworkExpect, PlainHttp, ProxyExpect, ProxyRequest};
 use crate::verify::HostFacts;
 
 /// Which allowed host the allowlist check asks the proxy for.
@@ -159,15 +159,18 @@ pub(super) fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> N
             }
         };
         let mut requests = Vec::new();
+        let refusal = |what: &str, host: String, port: u16, socks: bool| ProxyRequest {
+            what: what.to_owned(),
+            host,
+            port,
+            socks,
+            admit: false,
+            plain: None,
+            why: None,
+        };
         let mut expect_refused = |what: &str, host: String, port: u16, socks: bool| {
             if !admits(&host, port) {
-                requests.push(ProxyRequest {
-                    what: what.to_owned(),
-                    host,
-                    port,
-                    socks,
-                    admit: false,
-                });
+                requests.push(refusal(what, host, port, socks));
             }
         };
         expect_refused("off the list", "not-listed.claude-shim.invalid".into(), 443, false);
@@ -193,14 +196,39 @@ pub(super) fn network_expect(spec: &Spec, facts: &HostFacts, reach: &Reach) -> N
                 .iter()
                 .find_map(|a| a.exact_name().map(|n| (n.to_owned(), a.port().unwrap_or(443)))),
         };
+        // NAT64's form of the metadata address: refused for its range, whatever the lists say.
+        requests.push(ProxyRequest {
+            why: Some("blocked range".into()),
+            ..refusal("metadata as NAT64", "64:ff9b::a9fe:a9fe".into(), 80, false)
+        });
+        // The rules that hold for hosts on the list, asked of the first one
+        // the policy names (or of a name off it): answered before the proxy
+        // connects anywhere.
+        let listed = policy.allow.iter().find_map(|a| a.exact_name().map(str::to_owned));
+        if let Some(host) = &listed {
+            if let Some(p) = [25, 8025, 2525].into_iter().find(|p| !admits(host, *p)) {
+                requests.push(ProxyRequest {
+                    why: Some(format!("port {p} is not allowed")),
+                    ..refusal("port not allowed", host.clone(), p, false)
+                });
+            }
+        }
+        let named = listed.unwrap_or_else(|| "not-listed.claude-shim.invalid".into());
+        for (what, shape) in [
+            ("Host mismatch", PlainHttp::HostMismatch),
+            ("pipelined", PlainHttp::Pipelined),
+        ] {
+            requests.push(ProxyRequest {
+                plain: Some(shape),
+                ..refusal(what, named.clone(), 80, false)
+            });
+        }
         if let Some((host, port)) = allowed {
             let admit = admits(&host, port);
             requests.push(ProxyRequest {
                 what: if admit { "allowed" } else { "not allowed" }.to_owned(),
-                host,
-                port,
-                socks: false,
                 admit,
+                ..refusal("", host, port, false)
             });
         }
         ProxyExpect {

@@ -18,7 +18,7 @@ use netlink_sys::{protocols, Socket};
 use nix::errno::Errno;
 
 use crate::network::nft::TABLE as NFT_TABLE;
-use crate::verify::expect::{errno_name, Errnos, ProxyRequest};
+use crate::verify::expect::{errno_name, Errnos, PlainHttp, ProxyRequest};
 use crate::verify::outcome::Finding;
 
 /// How long a forbidden connection may take to fail. A refusal by the route
@@ -330,24 +330,7 @@ fn socks_code(code: u8) -> &'static str {
 }
 
 fn socks_request(r: &ProxyRequest) -> Vec<u8> {
-    let mut req = vec![5, 1, 0];
-    match r.host.parse::<IpAddr>() {
-        Ok(IpAddr::V4(a)) => {
-            req.push(1);
-            req.extend_from_slice(&a.octets());
-        }
-        Ok(IpAddr::V6(a)) => {
-            req.push(4);
-            req.extend_from_slice(&a.octets());
-        }
-        Err(_) => {
-            req.push(3);
-            req.push(r.host.len().min(255) as u8);
-            req.extend_from_slice(&r.host.as_bytes()[..r.host.len().min(255)]);
-        }
-    }
-    req.extend_from_slice(&r.port.to_be_bytes());
-    req
+    crate::network::wire::socks_connect_request(&r.host, r.port).unwrap_or_default()
 }
 
 fn socks5(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
@@ -376,11 +359,44 @@ fn socks5(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
     }
 }
 
+/// A plain http:// request that must be answered 400 before the proxy
+/// connects anywhere: the destination it smuggles would otherwise be reached.
+fn plain_http(listener: &SocketAddr, r: &ProxyRequest, shape: PlainHttp) -> Finding {
+    let mut s = match open_proxy(listener, false) {
+        Ok(s) => s,
+        Err(f) => return f,
+    };
+    let host = &r.host;
+    let get = |named: &str| format!("GET http://{host}/ HTTP/1.1\r\nHost: {named}\r\n\r\n");
+    let head = match shape {
+        PlainHttp::HostMismatch => get("not-listed.claude-shim.invalid"),
+        PlainHttp::Pipelined => format!(
+            "{}GET http://not-listed.claude-shim.invalid/ HTTP/1.1\r\nHost: not-listed.claude-shim.invalid\r\n\r\n",
+            get(host)
+        ),
+    };
+    if let Err(e) = s.write_all(head.as_bytes()) {
+        return Finding::fail(format!("send the request: {e}"));
+    }
+    match read_response(&mut s) {
+        Err(e) => Finding::fail(e),
+        Ok((400, text)) => Finding::pass(text),
+        Ok((_, text)) => Finding::fail(format!("not refused: {text}")),
+    }
+}
+
 pub fn proxy(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
-    if r.socks {
-        socks5(listener, r)
-    } else {
-        http_connect(listener, r)
+    let found = match (r.plain, r.socks) {
+        (Some(shape), _) => return plain_http(listener, r, shape),
+        (None, true) => socks5(listener, r),
+        (None, false) => http_connect(listener, r),
+    };
+    // A refusal for another reason than the one the check is about proves nothing.
+    match &r.why {
+        Some(why) if found.pass == Some(true) && !found.observed.contains(why.as_str()) => {
+            Finding::fail(format!("refused, but not because of {why:?}: {}", found.observed))
+        }
+        _ => found,
     }
 }
 
@@ -437,6 +453,8 @@ mod tests {
             port: 443,
             socks: true,
             admit: false,
+            plain: None,
+            why: None,
         };
         assert_eq!(socks_request(&r("a.b")), [5, 1, 0, 3, 3, b'a', b'.', b'b', 1, 187]);
         assert_eq!(socks_request(&r("10.0.0.1")), [5, 1, 0, 1, 10, 0, 0, 1, 1, 187]);
@@ -480,6 +498,8 @@ mod tests {
             port: 443,
             socks: false,
             admit,
+            plain: None,
+            why: None,
         };
         let forbidden = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 24\r\n\r\na.test:443 refused: nope";
         let f = proxy(&serve(forbidden), &req(false));
@@ -494,5 +514,27 @@ mod tests {
         let f = proxy(&serve(bad), &req(true));
         assert_eq!(f.pass, Some(true));
         assert!(f.observed.contains("unreachable"), "{f:?}");
+        // A check about a reason passes only on that reason.
+        let why = |w: &str| ProxyRequest {
+            why: Some(w.into()),
+            ..req(false)
+        };
+        assert_eq!(proxy(&serve(forbidden), &why("nope")).pass, Some(true));
+        assert_eq!(proxy(&serve(forbidden), &why("blocked range")).pass, Some(false));
+        // Plain-HTTP smuggling checks pass on 400 only: a 403 or a 200 means
+        // the proxy judged, or forwarded, the smuggled request.
+        let plain = |shape| ProxyRequest {
+            plain: Some(shape),
+            ..req(false)
+        };
+        let bad_request = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 3\r\n\r\nbad";
+        for shape in [PlainHttp::HostMismatch, PlainHttp::Pipelined] {
+            assert_eq!(proxy(&serve(bad_request), &plain(shape)).pass, Some(true));
+            assert_eq!(proxy(&serve(forbidden), &plain(shape)).pass, Some(false));
+            assert_eq!(
+                proxy(&serve(b"HTTP/1.1 200 OK\r\n\r\n"), &plain(shape)).pass,
+                Some(false)
+            );
+        }
     }
 }

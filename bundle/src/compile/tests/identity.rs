@@ -97,9 +97,15 @@ fn environment_is_cleared_allow_listed_and_secrets_never_pass() {
     assert_eq!(env["http_proxy"], "http://127.0.0.1:3128");
     assert_eq!(env["ALL_PROXY"], "socks5h://127.0.0.1:1080");
     assert_eq!(env["no_proxy"], "localhost,127.0.0.1,::1");
+    // ssh has no proxy variable: its ProxyCommand is the runtime's binary.
+    assert_eq!(
+        env["GIT_SSH_COMMAND"],
+        "ssh -o 'ProxyCommand=/dev/.claude-shim-connect __connect %h %p'"
+    );
 
     let offline = env_of(&run(&Policy::embedded_offline(), &FakeHost::typical(), &inv()));
     assert!(!offline.keys().any(|k| k.to_ascii_lowercase().contains("proxy")));
+    assert!(!offline.contains_key("GIT_SSH_COMMAND"));
     assert!(!offline.contains_key("EDITOR"));
 
     // Even an allow-everything pattern loses to the secret rule; pass_secrets is by exact name.

@@ -307,7 +307,13 @@ fn http_connect(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
     match read_response(&mut s) {
         Err(e) => Finding::fail(e),
         Ok((code, text)) => match (r.admit, code) {
-            (false, 403) => Finding::pass(text),
+            // A refusal for another reason than the one the check is about proves nothing.
+            (false, 403) => match &r.why {
+                Some(why) if !text.contains(why.as_str()) => {
+                    Finding::fail(format!("refused, but not because of {why:?}: {text}"))
+                }
+                _ => Finding::pass(text),
+            },
             (false, _) => Finding::fail(format!("not refused: {text}")),
             (true, 200) => Finding::pass(text),
             (true, 502 | 504) => Finding::pass(format!("admitted; the upstream is unreachable: {text}")),
@@ -386,17 +392,10 @@ fn plain_http(listener: &SocketAddr, r: &ProxyRequest, shape: PlainHttp) -> Find
 }
 
 pub fn proxy(listener: &SocketAddr, r: &ProxyRequest) -> Finding {
-    let found = match (r.plain, r.socks) {
-        (Some(shape), _) => return plain_http(listener, r, shape),
+    match (r.plain, r.socks) {
+        (Some(shape), _) => plain_http(listener, r, shape),
         (None, true) => socks5(listener, r),
         (None, false) => http_connect(listener, r),
-    };
-    // A refusal for another reason than the one the check is about proves nothing.
-    match &r.why {
-        Some(why) if found.pass == Some(true) && !found.observed.contains(why.as_str()) => {
-            Finding::fail(format!("refused, but not because of {why:?}: {}", found.observed))
-        }
-        _ => found,
     }
 }
 

@@ -21,20 +21,13 @@ done
 echo "body $(curl -s --max-time 5 http://api.wild.test/)"
 echo "direct $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --noproxy '*' http://198.20.123.2/)"
 "#;
-    let out = world.ok(
-        env,
-        &[
-            "sandbox",
-            "--policy",
-            policy.to_str().unwrap(),
-            "--workdir",
-            work.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            script,
-        ],
+    let out = world.sandbox_sh(env, &policy, &work, script);
+    assert!(
+        out.status.success(),
+        "sandbox: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let out = String::from_utf8_lossy(&out.stdout);
     let got: HashMap<&str, &str> = out.lines().filter_map(|l| l.split_once(' ')).collect();
     for (url, code) in [
         ("http://pub.test/", "200"),

@@ -127,20 +127,7 @@ fn git_clones_over_ssh_through_the_proxy_when_the_port_is_allowed() {
     );
     let run = |name: &str, allow: &str| {
         let policy = policy_file(&env, name, &format!("mode = \"allowlist\"\nallow = [{allow}]"));
-        let out = world.run(
-            &env,
-            &[
-                "sandbox",
-                "--policy",
-                policy.to_str().unwrap(),
-                "--workdir",
-                work.to_str().unwrap(),
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ],
-        );
+        let out = world.sandbox_sh(&env, &policy, &work, &script);
         let _ = fs::remove_dir_all(work.join("clone"));
         format!(
             "{}{}",

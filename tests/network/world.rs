@@ -241,6 +241,25 @@ impl World {
         output_of(c, env.dir.path())
     }
 
+    /// `claude-shim sandbox --policy POLICY --workdir WORK -- sh -c SCRIPT` in the world.
+    pub(crate) fn sandbox_sh(&self, env: &Env, policy: &Path, work: &Path, script: &str) -> Output {
+        let (policy, work) = (policy.to_str().unwrap(), work.to_str().unwrap());
+        self.run(
+            env,
+            &[
+                "sandbox",
+                "--policy",
+                policy,
+                "--workdir",
+                work,
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+        )
+    }
+
     pub(crate) fn ok(&self, env: &Env, args: &[&str]) -> String {
         let out = self.run(env, args);
         assert!(

@@ -1,6 +1,7 @@
 //! The argument filters: the conditional rules for clone, unshare, clone3,
-//! personality, ioctl, socketcall and socket, with the flag masks, values
-//! and families they compare. `profile` appends them after the allow list.
+//! personality, ioctl, socketcall and socket, with the flag masks, values,
+//! families and protocols they compare. `profile` appends them after the
+//! allow list.
 
 use oci_spec::runtime::{LinuxSeccompAction, LinuxSeccompOperator, LinuxSyscall};
 
@@ -20,6 +21,14 @@ pub const CLONE_NEW_MASK: u64 =
 /// such as ADDR_NO_RANDOMIZE (0x0040000), weaken ASLR or enable odd ABIs.
 pub const PERSONALITY_ALLOWED: &[u64] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
 
+/// AF_NETLINK: allowed only for `NETLINK_ROUTE`. Its other protocols reach
+/// kernel code no agent needs, some of it the host's: a sandbox started by
+/// root has a network namespace owned by the host's user namespace, where a
+/// NETLINK_KOBJECT_UEVENT socket hears the host's device events.
+pub const AF_NETLINK: u64 = 16;
+/// NETLINK_ROUTE: interfaces, addresses and routes, what `ip` and glibc
+/// (getifaddrs, if_nameindex, getaddrinfo's AI_ADDRCONFIG) ask the kernel.
+pub const NETLINK_ROUTE: u64 = 0;
 /// AF_ALG: the kernel crypto API as sockets, a recurring source of kernel bugs
 /// (CVE-2015-8970, CVE-2017-17806...); nothing an agent needs.
 pub const AF_ALG: u64 = 38;
@@ -36,7 +45,7 @@ pub const CONDITIONAL: &[(&str, &str)] = &[
     ("unshare", "allowed only without CLONE_NEW* flags, so unshare(CLONE_FILES) and the like still work"),
     ("clone3", "ENOSYS: its flags sit behind a pointer the filter cannot read; libc then falls back to clone"),
     ("personality", "allowed only for 0x0, 0x8, 0x20000, 0x20008 and 0xffffffff (query); ADDR_NO_RANDOMIZE and odd ABIs are refused"),
-    ("socket", "allowed for every address family except AF_ALG (38) and AF_VSOCK (40)"),
+    ("socket", "allowed for every address family up to AF_MCTP (45) except AF_ALG (38) and AF_VSOCK (40), and for AF_NETLINK (16) only with protocol NETLINK_ROUTE (0), compared on the low 32 bits the kernel reads: uevents, audit, sock_diag, nfnetlink, xfrm, generic netlink and the rest get EPERM"),
     ("socketcall", "ENOSYS on every call: the i386 socket multiplexer hides socket()'s family behind a pointer, and libseccomp opens socketcall(SYS_SOCKET) unconditionally for every socket rule unless socketcall has a rule of its own"),
     ("ioctl", "allowed for every request except TIOCSTI (0x5412: typing into the terminal's input queue) and TIOCLINUX (0x541C: console selection and paste), compared on the low 32 bits the kernel reads"),
 ];
@@ -46,6 +55,45 @@ pub const CONDITIONAL: &[(&str, &str)] = &[
 /// The kernel refuses TIOCSTI by default since 6.2 (dev.tty.legacy_tiocsti);
 /// the profile does not rely on that.
 pub const IOCTL_DENIED: &[u32] = &[0x5412, 0x541C];
+
+/// Families socket(2) gets for any protocol: every one the kernel knows but
+/// AF_NETLINK (a rule of its own) and those refused outright.
+fn open_families() -> impl Iterator<Item = u64> {
+    (0..=AF_HIGHEST).filter(|f| ![AF_NETLINK, AF_ALG, AF_VSOCK].contains(f))
+}
+
+/// The (mask, value) pairs of `SCMP_CMP_MASKED_EQ` rules whose union is
+/// exactly `lo..=hi`: one rule per largest aligned block. The masks cover all
+/// 64 bits, so a value with a high bit set matches none: for an int argument
+/// the kernel would drop that bit and read another value.
+pub fn masked_range(lo: u64, hi: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut x = lo;
+    while x <= hi {
+        let mut size = 1u64 << x.trailing_zeros().min(63);
+        while size > 1 && x + (size - 1) > hi {
+            size >>= 1;
+        }
+        out.push((!(size - 1), x));
+        match x.checked_add(size) {
+            Some(next) => x = next,
+            None => break,
+        }
+    }
+    out
+}
+
+/// `values` (ascending) as runs of consecutive values, `(first, last)`.
+fn runs(values: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for v in values {
+        match out.last_mut() {
+            Some((_, last)) if *last + 1 == v => *last = v,
+            _ => out.push((v, v)),
+        }
+    }
+    out
+}
 
 /// The (mask, value) pairs of `SCMP_CMP_MASKED_EQ` rules whose union is every
 /// 32-bit value except `excluded`: one rule per largest aligned block free of
@@ -78,7 +126,7 @@ pub fn masked_cover(excluded: &[u32]) -> Vec<(u64, u64)> {
 /// The rules that inspect arguments. libseccomp (and so runc and
 /// libcontainer) compares each argument at most once per rule, and several
 /// rules for one syscall are alternatives (OR); ranges are therefore written
-/// as disjoint rules. The kernel truncates int arguments (socket's family,
+/// as disjoint rules, and socket's netlink rule compares two arguments. The kernel truncates int arguments (socket's family,
 /// personality) to 32 bits while the filter compares 64, so every allowed
 /// range is bounded on both sides: an argument with high bits set matches none.
 pub(super) fn conditional_rules() -> Vec<LinuxSyscall> {
@@ -102,12 +150,21 @@ pub(super) fn conditional_rules() -> Vec<LinuxSyscall> {
         Some(ENOSYS),
         vec![],
     ));
-    rules.push(allow_if("socket", arg(0, ScmpCmpLt, AF_ALG, None)));
-    for family in (AF_ALG + 1)..=AF_HIGHEST {
-        if family != AF_VSOCK {
-            rules.push(allow_if("socket", arg(0, ScmpCmpEq, family, None)));
+    for (lo, hi) in runs(open_families()) {
+        for (mask, value) in masked_range(lo, hi) {
+            rules.push(allow_if("socket", arg(0, ScmpCmpMaskedEq, mask, Some(value))));
         }
     }
+    // The protocol is an int: its high 32 bits are not the kernel's.
+    rules.push(rule(
+        &["socket"],
+        LinuxSeccompAction::ScmpActAllow,
+        None,
+        vec![
+            arg(0, ScmpCmpEq, AF_NETLINK, None),
+            arg(2, ScmpCmpMaskedEq, 0xFFFF_FFFF, Some(NETLINK_ROUTE)),
+        ],
+    ));
     rules
 }
 

@@ -1,6 +1,6 @@
 //! The argument filters as the assembled profile applies them (`decide`):
-//! namespace flags, ioctl requests, personality values, socket families
-//! and the i386 multiplexers, high bits included.
+//! namespace flags, ioctl requests, personality values, socket families,
+//! netlink protocols and the i386 multiplexers, high bits included.
 
 use super::*;
 use crate::seccomp::{agent_profile, decide, Decision, EPERM};
@@ -199,6 +199,112 @@ fn socket_excludes_af_alg_and_af_vsock_and_nothing_else() {
         }
     }
     assert_eq!(call("socket", AF_HIGHEST + 1), Decision::Errno(EPERM));
+}
+
+fn socket(family: u64, protocol: u64) -> Decision {
+    decide(&agent_profile(), "socket", [family, 3, protocol, 0, 0, 0])
+}
+
+#[test]
+fn netlink_only_for_netlink_route() {
+    const NETLINK_SOCK_DIAG: u64 = 4;
+    const NETLINK_AUDIT: u64 = 9;
+    const NETLINK_NETFILTER: u64 = 12;
+    const NETLINK_KOBJECT_UEVENT: u64 = 15;
+    const NETLINK_GENERIC: u64 = 16;
+    assert_eq!(socket(AF_NETLINK, NETLINK_ROUTE), Decision::Allow);
+    // The kernel reads the protocol as an int: 0x1_00000000 is route.
+    assert_eq!(socket(AF_NETLINK, 0x1_0000_0000), Decision::Allow);
+    for protocol in (1..=31).chain([
+        NETLINK_SOCK_DIAG,
+        NETLINK_AUDIT,
+        NETLINK_NETFILTER,
+        NETLINK_GENERIC,
+        0xffff_ffff,
+        0x8000_0000,
+    ]) {
+        assert_eq!(socket(AF_NETLINK, protocol), Decision::Errno(EPERM), "{protocol}");
+        for high in [0x1_0000_0000u64, 0xffff_ffff_0000_0000] {
+            assert_eq!(
+                socket(AF_NETLINK, protocol | high),
+                Decision::Errno(EPERM),
+                "{:#x}",
+                protocol | high
+            );
+        }
+    }
+    assert_eq!(socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT), Decision::Errno(EPERM));
+    // The family's high bits refuse the netlink rule too.
+    assert_eq!(
+        socket(AF_NETLINK | 0x1_0000_0000, NETLINK_ROUTE),
+        Decision::Errno(EPERM)
+    );
+    // Other families keep every protocol (IPPROTO_TCP 6, IPPROTO_ICMP 1...).
+    for family in [libc_af::UNIX, libc_af::INET, libc_af::INET6] {
+        for protocol in [0, 1, 6, 15, 17, 0x1_0000_0000] {
+            assert_eq!(socket(family, protocol), Decision::Allow, "{family}, {protocol}");
+        }
+    }
+}
+
+/// Address families, as <sys/socket.h> numbers them (the bundle crate does
+/// not link libc).
+mod libc_af {
+    pub const UNIX: u64 = 1;
+    pub const INET: u64 = 2;
+    pub const INET6: u64 = 10;
+}
+
+#[test]
+fn masked_range_is_exact() {
+    for (lo, hi) in [(0, 15), (17, 37), (39, 39), (41, 45), (0, 0), (5, 200)] {
+        let cover = masked_range(lo, hi);
+        let matches = |x: u64| cover.iter().filter(|(m, v)| x & m == *v).count();
+        for x in 0..300u64 {
+            let want = usize::from((lo..=hi).contains(&x));
+            assert_eq!(
+                matches(x),
+                want,
+                "{x} in {lo}..={hi}: exactly one rule, or none outside"
+            );
+            assert_eq!(matches(x | 0x1_0000_0000), 0, "{x} with a high bit");
+            assert_eq!(matches(x | 0x8000_0000_0000_0000), 0, "{x} with the top bit");
+        }
+    }
+    assert_eq!(masked_range(0, 15), [(!0xF, 0)]);
+    assert_eq!(masked_range(17, 37).len(), 6);
+    assert_eq!(masked_range(u64::MAX, u64::MAX), [(u64::MAX, u64::MAX)]);
+}
+
+#[test]
+fn socket_rules_are_disjoint() {
+    // decide() takes the first rule that applies; the kernel filter has no
+    // order. Disjoint rules make both read the profile the same way.
+    let p = agent_profile();
+    let rules: Vec<_> = p
+        .syscalls()
+        .iter()
+        .flatten()
+        .filter(|r| r.names() == &["socket".to_owned()])
+        .collect();
+    assert_eq!(rules.len(), 12);
+    for family in 0..=64u64 {
+        for protocol in [0u64, 15] {
+            let args = [family, 3, protocol, 0, 0, 0];
+            let applying = rules
+                .iter()
+                .filter(|r| {
+                    let one = oci_spec::runtime::LinuxSeccompBuilder::default()
+                        .default_action(LinuxSeccompAction::ScmpActKill)
+                        .syscalls(vec![(**r).clone()])
+                        .build()
+                        .unwrap();
+                    decide(&one, "socket", args) == Decision::Allow
+                })
+                .count();
+            assert!(applying <= 1, "socket({family}, {protocol}): {applying} rules apply");
+        }
+    }
 }
 
 #[test]

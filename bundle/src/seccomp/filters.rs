@@ -47,14 +47,18 @@ pub const CONDITIONAL: &[(&str, &str)] = &[
     ("personality", "allowed only for 0x0, 0x8, 0x20000, 0x20008 and 0xffffffff (query); ADDR_NO_RANDOMIZE and odd ABIs are refused"),
     ("socket", "allowed for every address family up to AF_MCTP (45) except AF_ALG (38) and AF_VSOCK (40), and for AF_NETLINK (16) only with protocol NETLINK_ROUTE (0), compared on the low 32 bits the kernel reads: uevents, audit, sock_diag, nfnetlink, xfrm, generic netlink and the rest get EPERM"),
     ("socketcall", "ENOSYS on every call: the i386 socket multiplexer hides socket()'s family behind a pointer, and libseccomp opens socketcall(SYS_SOCKET) unconditionally for every socket rule unless socketcall has a rule of its own"),
-    ("ioctl", "allowed for every request except TIOCSTI (0x5412: typing into the terminal's input queue) and TIOCLINUX (0x541C: console selection and paste), compared on the low 32 bits the kernel reads"),
+    ("ioctl", "allowed for every request except TIOCSTI (0x5412: typing into the terminal's input queue), TIOCLINUX (0x541C: console selection and paste) and TIOCSETD (0x5423: attaching a line discipline, which the kernel may load as a module), compared on the low 32 bits the kernel reads"),
 ];
 
-/// ioctl(2) requests that push input into a terminal another process reads:
-/// TIOCSTI, and TIOCLINUX (whose TIOCL_PASTESEL does the same on a console).
-/// The kernel refuses TIOCSTI by default since 6.2 (dev.tty.legacy_tiocsti);
-/// the profile does not rely on that.
-pub const IOCTL_DENIED: &[u32] = &[0x5412, 0x541C];
+/// ioctl(2) requests the profile refuses. TIOCSTI and TIOCLINUX (whose
+/// TIOCL_PASTESEL does the same on a console) push input into a terminal
+/// another process reads; the kernel refuses TIOCSTI by default since 6.2
+/// (dev.tty.legacy_tiocsti), and the profile does not rely on that. TIOCSETD
+/// attaches a line discipline to the terminal (n_gsm, n_hdlc, slip, can...),
+/// loading its module on demand where dev.tty.ldisc_autoload is 1: rarely
+/// used kernel code with a long record of privilege escalations
+/// (CVE-2017-2636 in n_hdlc, CVE-2023-6546 in n_gsm). No agent tool sets one.
+pub const IOCTL_DENIED: &[u32] = &[0x5412, 0x541C, 0x5423];
 
 /// Families socket(2) gets for any protocol: every one the kernel knows but
 /// AF_NETLINK (a rule of its own) and those refused outright.

@@ -84,16 +84,17 @@ fn clone_rules_compare_with_the_full_mask_in_oci_order() {
 }
 
 #[test]
-fn tiocsti_and_tioclinux_are_refused_every_other_ioctl_allowed() {
+fn tiocsti_tioclinux_and_tiocsetd_are_refused_every_other_ioctl_allowed() {
     let ioctl = |req: u64| decide(&agent_profile(), "ioctl", [0, req, 0, 0, 0, 0]);
-    for req in [0x5412u64, 0x541C] {
+    for req in [0x5412u64, 0x541C, 0x5423] {
         assert_eq!(ioctl(req), Decision::Errno(EPERM), "{req:#x}");
         // The kernel reads the request as 32 bits: high bits change nothing.
         for high in [0x1_0000_0000u64, 0xffff_ffff_0000_0000] {
             assert_eq!(ioctl(req | high), Decision::Errno(EPERM), "{:#x}", req | high);
         }
     }
-    // TCGETS, TIOCGWINSZ, TIOCSWINSZ, FIONREAD, FIOCLEX, the neighbours, and extremes.
+    // TCGETS, TIOCGWINSZ, TIOCSWINSZ, FIONREAD, FIOCLEX, TIOCGETD (reading
+    // the line discipline), the neighbours, and extremes.
     for req in [
         0x5401u64,
         0x5413,
@@ -102,6 +103,8 @@ fn tiocsti_and_tioclinux_are_refused_every_other_ioctl_allowed() {
         0x541D,
         0x5411,
         0x5451,
+        0x5424,
+        0x5422,
         0,
         0xffff_ffff,
         0x8004_6601,
@@ -113,7 +116,7 @@ fn tiocsti_and_tioclinux_are_refused_every_other_ioctl_allowed() {
 
 #[test]
 fn masked_cover_is_exact() {
-    let excluded = [0x5412u32, 0x541C];
+    let excluded = [0x5412u32, 0x541C, 0x5423];
     let cover = masked_cover(&excluded);
     let matches = |x: u64| cover.iter().filter(|(m, v)| x & m == *v).count();
     for x in (0x5400u64..0x5500).chain([0, 1, 0xffff_ffff, 0x8000_5412]) {
@@ -121,7 +124,7 @@ fn masked_cover_is_exact() {
         assert_eq!(matches(x), want, "{x:#x}: exactly one rule, or none when excluded");
     }
     assert_eq!(masked_cover(&[]), [(0, 0)]);
-    assert_eq!(cover.len(), 34);
+    assert_eq!(cover.len(), 38);
 }
 
 #[test]

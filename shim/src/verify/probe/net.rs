@@ -441,17 +441,23 @@ mod tests {
         assert_eq!((len(56), ty(56)), (20, 0x11));
     }
 
+    /// A network namespace of the calling child's own, where the tamper
+    /// checks change nothing of the host's (and, not root, a user namespace).
+    fn own_network_namespace() -> nix::Result<()> {
+        let mut flags = nix::sched::CloneFlags::CLONE_NEWNET;
+        if !nix::unistd::geteuid().is_root() {
+            flags |= nix::sched::CloneFlags::CLONE_NEWUSER;
+        }
+        nix::sched::unshare(flags)
+    }
+
     /// In a network namespace of its own, the tamper checks fail while the
     /// child holds CAP_NET_ADMIN over it (the kernel takes the change) and
     /// pass once it has dropped every capability.
     #[test]
     fn tamper_checks_fail_where_the_change_is_permitted() {
         let r = crate::verify::probe::sys::ret_in_child(|| {
-            let mut flags = nix::sched::CloneFlags::CLONE_NEWNET;
-            if !nix::unistd::geteuid().is_root() {
-                flags |= nix::sched::CloneFlags::CLONE_NEWUSER;
-            }
-            nix::sched::unshare(flags)?;
+            own_network_namespace()?;
             let capable = [netlink_address().pass, nftables_delete().pass];
             crate::verify::probe::sys::drop_capabilities()?;
             let without = [netlink_address().pass, nftables_delete().pass];
@@ -470,11 +476,7 @@ mod tests {
     fn a_refusal_at_socket_passes_and_says_so() {
         use libseccomp::{ScmpAction, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
         let r = crate::verify::probe::sys::ret_in_child(|| {
-            let mut flags = nix::sched::CloneFlags::CLONE_NEWNET;
-            if !nix::unistd::geteuid().is_root() {
-                flags |= nix::sched::CloneFlags::CLONE_NEWUSER;
-            }
-            nix::sched::unshare(flags)?;
+            own_network_namespace()?;
             let mut ctx = ScmpFilterContext::new(ScmpAction::Allow).map_err(|_| Errno::EIO)?;
             ctx.add_rule_conditional(
                 ScmpAction::Errno(libc::EPERM),

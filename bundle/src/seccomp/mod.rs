@@ -25,8 +25,8 @@ pub use decision::{decide, Decision};
 pub use denied::DENIED;
 pub use extra::allow_extra;
 pub use filters::{
-    masked_cover, masked_range, AF_ALG, AF_HIGHEST, AF_NETLINK, AF_VSOCK, CLONE_NEW_MASK, CONDITIONAL, IOCTL_DENIED,
-    NETLINK_ROUTE, PERSONALITY_ALLOWED,
+    masked_cover, AF_ALG, AF_HIGHEST, AF_NETLINK, AF_VSOCK, CLONE_NEW_MASK, CONDITIONAL, IOCTL_DENIED, NETLINK_ROUTE,
+    PERSONALITY_ALLOWED,
 };
 pub use profile::{agent_profile, agent_profile_json, AGENT_PROFILE_JSON, AGENT_PROFILE_NAME};
 pub use rule::{ENOSYS, EPERM};

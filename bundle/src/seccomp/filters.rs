@@ -97,9 +97,10 @@ pub fn masked_cover(excluded: &[u32]) -> Vec<(u64, u64)> {
 /// The rules that inspect arguments. libseccomp (and so runc and
 /// libcontainer) compares each argument at most once per rule, and several
 /// rules for one syscall are alternatives (OR); ranges are therefore written
-/// as disjoint rules, and socket's netlink rule compares two arguments. The kernel truncates int arguments (socket's family,
-/// personality) to 32 bits while the filter compares 64, so every allowed
-/// range is bounded on both sides: an argument with high bits set matches none.
+/// as disjoint rules, and socket's netlink rule compares two arguments. The
+/// kernel truncates int arguments (socket's family, personality) to 32 bits
+/// while the filter compares 64, so every allowed range is bounded on both
+/// sides: an argument with high bits set matches none.
 pub(super) fn conditional_rules() -> Vec<LinuxSyscall> {
     use LinuxSeccompOperator::*;
     let mut rules = vec![

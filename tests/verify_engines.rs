@@ -55,11 +55,17 @@ fn expectations(abstract_name: &str) -> Value {
         "socket(AF_ALG)",
         "personality(ADDR_NO_RANDOMIZE)",
         "ioctl(TIOCSTI)",
+        "ioctl(TIOCSETD)",
+        "modify_ldt",
+        "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT)",
         // The engine's profile admits i386: its rules and the agent's must
         // hold through int 0x80 too.
         "socket(AF_VSOCK) via int 0x80",
         "unshare(CLONE_NEWUSER) via int 0x80",
         "ioctl(TIOCSTI) via int 0x80",
+        "ioctl(TIOCSETD) via int 0x80",
+        "modify_ldt via int 0x80",
+        "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT) via int 0x80",
     ] {
         syscalls.insert(name.to_owned(), blocked.clone());
     }
@@ -69,7 +75,7 @@ fn expectations(abstract_name: &str) -> Value {
         "socketcall(SYS_SOCKET) via int 0x80".to_owned(),
         json!({"blocked": ["ENOSYS"]}),
     );
-    for allowed in ["fork", "thread", "socket(AF_UNIX)"] {
+    for allowed in ["fork", "thread", "socket(AF_UNIX)", "socket(AF_NETLINK,NETLINK_ROUTE)"] {
         syscalls.insert(allowed.to_owned(), json!("allowed"));
     }
     let read_only = |p: &str, errnos: &[&str]| json!({"path": p, "refused_with": errnos});

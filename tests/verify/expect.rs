@@ -51,6 +51,7 @@ const DENIED: &[&str] = &[
     "syslog",
     "iopl",
     "ioperm",
+    "modify_ldt",
 ];
 
 /// The sandbox's seccomp profile, as the bundle crate generates it.
@@ -76,12 +77,15 @@ pub(crate) fn syscall_expectations() -> BTreeMap<String, Value> {
     m.insert("clone3".into(), json!({"blocked": ["ENOSYS"]}));
     m.insert("socket(AF_VSOCK)".into(), blocked.clone());
     m.insert("socket(AF_ALG)".into(), blocked.clone());
+    // Netlink only for route; no line discipline attached (issue 24).
+    m.insert("socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT)".into(), blocked.clone());
+    m.insert("ioctl(TIOCSETD)".into(), blocked.clone());
     m.insert("personality(ADDR_NO_RANDOMIZE)".into(), blocked);
     for allowed in [
         "fork",
         "thread",
         "socket(AF_UNIX)",
-        "socket(AF_NETLINK)",
+        "socket(AF_NETLINK,NETLINK_ROUTE)",
         "personality(0xffffffff)",
     ] {
         m.insert(allowed.into(), json!("allowed"));

@@ -4,7 +4,8 @@
 /// Docker's default allow list for a container without capabilities, limited
 /// to names of the x86 ABIs, minus `DENIED`, plus newer calls of the same kind
 /// (cachestat, fchmodat2, map_shadow_stack, futex_wake/wait/requeue) and the
-/// x86-only arch_prctl and modify_ldt that Docker allows on these arches.
+/// x86-only arch_prctl that Docker allows on these arches (not its
+/// modify_ldt, which `DENIED` gives a reason for).
 pub(super) const ALLOWED: &[&str] = &[
     "_llseek",
     "_newselect",
@@ -169,7 +170,6 @@ pub(super) const ALLOWED: &[&str] = &[
     "mlockall",
     "mmap",
     "mmap2",
-    "modify_ldt",
     "mprotect",
     "mq_getsetattr",
     "mq_notify",

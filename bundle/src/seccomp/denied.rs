@@ -130,6 +130,10 @@ pub const DENIED: &[(&str, &str)] = &[
     ("vm86", "virtual 8086 mode: obsolete, historically buggy"),
     ("vm86old", "virtual 8086 mode: obsolete, historically buggy"),
     (
+        "modify_ldt",
+        "custom x86 segments (16-bit code for Wine and DOS emulators): the setup of kernel exploits (CVE-2015-3290, CVE-2017-17053)",
+    ),
+    (
         "statmount",
         "mount-tree introspection; unknown to the libseccomp 2.5 that runc and claude-shim link here",
     ),

@@ -1,6 +1,7 @@
 //! The argument filters: the conditional rules for clone, unshare, clone3,
-//! personality, ioctl, socketcall and socket, with the flag masks, values
-//! and families they compare. `profile` appends them after the allow list.
+//! personality, ioctl, socketcall and socket, with the flag masks, values,
+//! families and protocols they compare. `profile` appends them after the
+//! allow list.
 
 use oci_spec::runtime::{LinuxSeccompAction, LinuxSeccompOperator, LinuxSyscall};
 
@@ -20,6 +21,14 @@ pub const CLONE_NEW_MASK: u64 =
 /// such as ADDR_NO_RANDOMIZE (0x0040000), weaken ASLR or enable odd ABIs.
 pub const PERSONALITY_ALLOWED: &[u64] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
 
+/// AF_NETLINK: allowed only for `NETLINK_ROUTE`. Its other protocols reach
+/// kernel code no agent needs, some of it the host's: a sandbox started by
+/// root has a network namespace owned by the host's user namespace, where a
+/// NETLINK_KOBJECT_UEVENT socket hears the host's device events.
+pub const AF_NETLINK: u64 = 16;
+/// NETLINK_ROUTE: interfaces, addresses and routes, what `ip` and glibc
+/// (getifaddrs, if_nameindex, getaddrinfo's AI_ADDRCONFIG) ask the kernel.
+pub const NETLINK_ROUTE: u64 = 0;
 /// AF_ALG: the kernel crypto API as sockets, a recurring source of kernel bugs
 /// (CVE-2015-8970, CVE-2017-17806...); nothing an agent needs.
 pub const AF_ALG: u64 = 38;
@@ -36,16 +45,26 @@ pub const CONDITIONAL: &[(&str, &str)] = &[
     ("unshare", "allowed only without CLONE_NEW* flags, so unshare(CLONE_FILES) and the like still work"),
     ("clone3", "ENOSYS: its flags sit behind a pointer the filter cannot read; libc then falls back to clone"),
     ("personality", "allowed only for 0x0, 0x8, 0x20000, 0x20008 and 0xffffffff (query); ADDR_NO_RANDOMIZE and odd ABIs are refused"),
-    ("socket", "allowed for every address family except AF_ALG (38) and AF_VSOCK (40)"),
+    ("socket", "allowed for every address family up to AF_MCTP (45) except AF_ALG (38) and AF_VSOCK (40), and for AF_NETLINK (16) only with protocol NETLINK_ROUTE (0), compared on the low 32 bits the kernel reads: uevents, audit, sock_diag, nfnetlink, xfrm, generic netlink and the rest get EPERM"),
     ("socketcall", "ENOSYS on every call: the i386 socket multiplexer hides socket()'s family behind a pointer, and libseccomp opens socketcall(SYS_SOCKET) unconditionally for every socket rule unless socketcall has a rule of its own"),
-    ("ioctl", "allowed for every request except TIOCSTI (0x5412: typing into the terminal's input queue) and TIOCLINUX (0x541C: console selection and paste), compared on the low 32 bits the kernel reads"),
+    ("ioctl", "allowed for every request except TIOCSTI (0x5412: typing into the terminal's input queue), TIOCLINUX (0x541C: console selection and paste) and TIOCSETD (0x5423: attaching a line discipline, which the kernel may load as a module), compared on the low 32 bits the kernel reads"),
 ];
 
-/// ioctl(2) requests that push input into a terminal another process reads:
-/// TIOCSTI, and TIOCLINUX (whose TIOCL_PASTESEL does the same on a console).
-/// The kernel refuses TIOCSTI by default since 6.2 (dev.tty.legacy_tiocsti);
-/// the profile does not rely on that.
-pub const IOCTL_DENIED: &[u32] = &[0x5412, 0x541C];
+/// ioctl(2) requests the profile refuses. TIOCSTI and TIOCLINUX (whose
+/// TIOCL_PASTESEL does the same on a console) push input into a terminal
+/// another process reads; the kernel refuses TIOCSTI by default since 6.2
+/// (dev.tty.legacy_tiocsti), and the profile does not rely on that. TIOCSETD
+/// attaches a line discipline to the terminal (n_gsm, n_hdlc, slip, can...),
+/// loading its module on demand where dev.tty.ldisc_autoload is 1: rarely
+/// used kernel code with a long record of privilege escalations
+/// (CVE-2017-2636 in n_hdlc, CVE-2023-6546 in n_gsm). No agent tool sets one.
+pub const IOCTL_DENIED: &[u32] = &[0x5412, 0x541C, 0x5423];
+
+/// Families socket(2) gets for any protocol: every one the kernel knows but
+/// AF_NETLINK (a rule of its own) and those refused outright.
+fn open_families() -> impl Iterator<Item = u64> {
+    (0..=AF_HIGHEST).filter(|f| ![AF_NETLINK, AF_ALG, AF_VSOCK].contains(f))
+}
 
 /// The (mask, value) pairs of `SCMP_CMP_MASKED_EQ` rules whose union is every
 /// 32-bit value except `excluded`: one rule per largest aligned block free of
@@ -78,9 +97,10 @@ pub fn masked_cover(excluded: &[u32]) -> Vec<(u64, u64)> {
 /// The rules that inspect arguments. libseccomp (and so runc and
 /// libcontainer) compares each argument at most once per rule, and several
 /// rules for one syscall are alternatives (OR); ranges are therefore written
-/// as disjoint rules. The kernel truncates int arguments (socket's family,
-/// personality) to 32 bits while the filter compares 64, so every allowed
-/// range is bounded on both sides: an argument with high bits set matches none.
+/// as disjoint rules, and socket's netlink rule compares two arguments. The
+/// kernel truncates int arguments (socket's family, personality) to 32 bits
+/// while the filter compares 64, so every allowed range is bounded on both
+/// sides: an argument with high bits set matches none.
 pub(super) fn conditional_rules() -> Vec<LinuxSyscall> {
     use LinuxSeccompOperator::*;
     let mut rules = vec![
@@ -102,12 +122,24 @@ pub(super) fn conditional_rules() -> Vec<LinuxSyscall> {
         Some(ENOSYS),
         vec![],
     ));
-    rules.push(allow_if("socket", arg(0, ScmpCmpLt, AF_ALG, None)));
-    for family in (AF_ALG + 1)..=AF_HIGHEST {
-        if family != AF_VSOCK {
-            rules.push(allow_if("socket", arg(0, ScmpCmpEq, family, None)));
-        }
+    // Equality compares all 64 bits: a family with a high bit set, which the
+    // kernel would read as another, matches no rule. (Masks over the high
+    // bits would do it in fewer rules, but exceed 2^53, which JSON tools
+    // reading numbers as doubles, jq 1.6 and JavaScript among them, round.)
+    rules.push(allow_if("socket", arg(0, ScmpCmpLt, AF_NETLINK, None)));
+    for family in open_families().filter(|f| *f > AF_NETLINK) {
+        rules.push(allow_if("socket", arg(0, ScmpCmpEq, family, None)));
     }
+    // The protocol is an int: its high 32 bits are not the kernel's.
+    rules.push(rule(
+        &["socket"],
+        LinuxSeccompAction::ScmpActAllow,
+        None,
+        vec![
+            arg(0, ScmpCmpEq, AF_NETLINK, None),
+            arg(2, ScmpCmpMaskedEq, 0xFFFF_FFFF, Some(NETLINK_ROUTE)),
+        ],
+    ));
     rules
 }
 

@@ -60,6 +60,24 @@ mod tests {
     }
 
     #[test]
+    fn every_number_survives_a_double() {
+        // jq 1.6 and JavaScript read JSON numbers as doubles: a value above
+        // 2^53 comes back rounded, and runc then rejects (or misreads) it.
+        fn walk(v: &serde_json::Value) {
+            match v {
+                serde_json::Value::Number(n) => {
+                    let x = n.as_u64().expect("the profile's numbers are unsigned");
+                    assert!(x <= 1 << 53, "{x} does not survive a double");
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(walk),
+                serde_json::Value::Object(o) => o.values().for_each(walk),
+                _ => {}
+            }
+        }
+        walk(&serde_json::from_str(&agent_profile_json()).unwrap());
+    }
+
+    #[test]
     fn default_is_eperm_on_the_three_x86_abis() {
         let p = agent_profile();
         assert_eq!(p.default_action(), LinuxSeccompAction::ScmpActErrno);

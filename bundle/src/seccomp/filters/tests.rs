@@ -1,6 +1,6 @@
 //! The argument filters as the assembled profile applies them (`decide`):
-//! namespace flags, ioctl requests, personality values, socket families
-//! and the i386 multiplexers, high bits included.
+//! namespace flags, ioctl requests, personality values, socket families,
+//! netlink protocols and the i386 multiplexers, high bits included.
 
 use super::*;
 use crate::seccomp::{agent_profile, decide, Decision, EPERM};
@@ -84,16 +84,17 @@ fn clone_rules_compare_with_the_full_mask_in_oci_order() {
 }
 
 #[test]
-fn tiocsti_and_tioclinux_are_refused_every_other_ioctl_allowed() {
+fn tiocsti_tioclinux_and_tiocsetd_are_refused_every_other_ioctl_allowed() {
     let ioctl = |req: u64| decide(&agent_profile(), "ioctl", [0, req, 0, 0, 0, 0]);
-    for req in [0x5412u64, 0x541C] {
+    for req in [0x5412u64, 0x541C, 0x5423] {
         assert_eq!(ioctl(req), Decision::Errno(EPERM), "{req:#x}");
         // The kernel reads the request as 32 bits: high bits change nothing.
         for high in [0x1_0000_0000u64, 0xffff_ffff_0000_0000] {
             assert_eq!(ioctl(req | high), Decision::Errno(EPERM), "{:#x}", req | high);
         }
     }
-    // TCGETS, TIOCGWINSZ, TIOCSWINSZ, FIONREAD, FIOCLEX, the neighbours, and extremes.
+    // TCGETS, TIOCGWINSZ, TIOCSWINSZ, FIONREAD, FIOCLEX, TIOCGETD (reading
+    // the line discipline), the neighbours, and extremes.
     for req in [
         0x5401u64,
         0x5413,
@@ -102,6 +103,8 @@ fn tiocsti_and_tioclinux_are_refused_every_other_ioctl_allowed() {
         0x541D,
         0x5411,
         0x5451,
+        0x5424,
+        0x5422,
         0,
         0xffff_ffff,
         0x8004_6601,
@@ -113,7 +116,7 @@ fn tiocsti_and_tioclinux_are_refused_every_other_ioctl_allowed() {
 
 #[test]
 fn masked_cover_is_exact() {
-    let excluded = [0x5412u32, 0x541C];
+    let excluded = [0x5412u32, 0x541C, 0x5423];
     let cover = masked_cover(&excluded);
     let matches = |x: u64| cover.iter().filter(|(m, v)| x & m == *v).count();
     for x in (0x5400u64..0x5500).chain([0, 1, 0xffff_ffff, 0x8000_5412]) {
@@ -121,7 +124,7 @@ fn masked_cover_is_exact() {
         assert_eq!(matches(x), want, "{x:#x}: exactly one rule, or none when excluded");
     }
     assert_eq!(masked_cover(&[]), [(0, 0)]);
-    assert_eq!(cover.len(), 34);
+    assert_eq!(cover.len(), 38);
 }
 
 #[test]
@@ -199,6 +202,91 @@ fn socket_excludes_af_alg_and_af_vsock_and_nothing_else() {
         }
     }
     assert_eq!(call("socket", AF_HIGHEST + 1), Decision::Errno(EPERM));
+}
+
+fn socket(family: u64, protocol: u64) -> Decision {
+    decide(&agent_profile(), "socket", [family, 3, protocol, 0, 0, 0])
+}
+
+#[test]
+fn netlink_only_for_netlink_route() {
+    const NETLINK_SOCK_DIAG: u64 = 4;
+    const NETLINK_AUDIT: u64 = 9;
+    const NETLINK_NETFILTER: u64 = 12;
+    const NETLINK_KOBJECT_UEVENT: u64 = 15;
+    const NETLINK_GENERIC: u64 = 16;
+    assert_eq!(socket(AF_NETLINK, NETLINK_ROUTE), Decision::Allow);
+    // The kernel reads the protocol as an int: 0x1_00000000 is route.
+    assert_eq!(socket(AF_NETLINK, 0x1_0000_0000), Decision::Allow);
+    for protocol in (1..=31).chain([
+        NETLINK_SOCK_DIAG,
+        NETLINK_AUDIT,
+        NETLINK_NETFILTER,
+        NETLINK_GENERIC,
+        0xffff_ffff,
+        0x8000_0000,
+    ]) {
+        assert_eq!(socket(AF_NETLINK, protocol), Decision::Errno(EPERM), "{protocol}");
+        for high in [0x1_0000_0000u64, 0xffff_ffff_0000_0000] {
+            assert_eq!(
+                socket(AF_NETLINK, protocol | high),
+                Decision::Errno(EPERM),
+                "{:#x}",
+                protocol | high
+            );
+        }
+    }
+    assert_eq!(socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT), Decision::Errno(EPERM));
+    // The family's high bits refuse the netlink rule too.
+    assert_eq!(
+        socket(AF_NETLINK | 0x1_0000_0000, NETLINK_ROUTE),
+        Decision::Errno(EPERM)
+    );
+    // Other families keep every protocol (IPPROTO_TCP 6, IPPROTO_ICMP 1...).
+    for family in [libc_af::UNIX, libc_af::INET, libc_af::INET6] {
+        for protocol in [0, 1, 6, 15, 17, 0x1_0000_0000] {
+            assert_eq!(socket(family, protocol), Decision::Allow, "{family}, {protocol}");
+        }
+    }
+}
+
+/// Address families, as <sys/socket.h> numbers them (the bundle crate does
+/// not link libc).
+mod libc_af {
+    pub const UNIX: u64 = 1;
+    pub const INET: u64 = 2;
+    pub const INET6: u64 = 10;
+}
+
+#[test]
+fn socket_rules_are_disjoint() {
+    // decide() takes the first rule that applies; the kernel filter has no
+    // order. Disjoint rules make both read the profile the same way.
+    let p = agent_profile();
+    let rules: Vec<_> = p
+        .syscalls()
+        .iter()
+        .flatten()
+        .filter(|r| r.names() == &["socket".to_owned()])
+        .collect();
+    assert_eq!(rules.len(), 29);
+    for family in 0..=64u64 {
+        for protocol in [0u64, 15] {
+            let args = [family, 3, protocol, 0, 0, 0];
+            let applying = rules
+                .iter()
+                .filter(|r| {
+                    let one = oci_spec::runtime::LinuxSeccompBuilder::default()
+                        .default_action(LinuxSeccompAction::ScmpActKill)
+                        .syscalls(vec![(**r).clone()])
+                        .build()
+                        .unwrap();
+                    decide(&one, "socket", args) == Decision::Allow
+                })
+                .count();
+            assert!(applying <= 1, "socket({family}, {protocol}): {applying} rules apply");
+        }
+    }
 }
 
 #[test]

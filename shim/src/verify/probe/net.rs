@@ -84,10 +84,30 @@ fn frame<I: NetlinkSerializable>(payload: I, flags: u16, seq: u32) -> Vec<u8> {
     buf
 }
 
+/// How the kernel refused a netlink request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refusal {
+    errno: Errno,
+    /// At socket(2), before any request: the agent profile admits only
+    /// NETLINK_ROUTE sockets, so nfnetlink is refused there.
+    at_socket: bool,
+}
+
 /// Sends `request` on a new netlink socket of `protocol` and returns the
-/// kernel's answer: Ok(()) for an acknowledgement, the errno of a refusal.
-fn netlink_exchange(protocol: isize, request: &[u8]) -> Result<Result<(), Errno>, String> {
-    let mut sock = Socket::new(protocol).map_err(|e| format!("open a netlink socket: {e}"))?;
+/// kernel's answer: Ok(()) for an acknowledgement, the refusal otherwise.
+fn netlink_exchange(protocol: isize, request: &[u8]) -> Result<Result<(), Refusal>, String> {
+    let mut sock = match Socket::new(protocol) {
+        Ok(s) => s,
+        Err(e) => match e.raw_os_error() {
+            Some(errno) => {
+                return Ok(Err(Refusal {
+                    errno: Errno::from_raw(errno),
+                    at_socket: true,
+                }))
+            }
+            None => return Err(format!("open a netlink socket: {e}")),
+        },
+    };
     sock.bind_auto().map_err(|e| format!("bind a netlink socket: {e}"))?;
     nix::sys::socket::setsockopt(
         &sock,
@@ -105,18 +125,32 @@ fn netlink_exchange(protocol: isize, request: &[u8]) -> Result<Result<(), Errno>
     match msg.payload {
         NetlinkPayload::Error(e) => match e.code {
             None => Ok(Ok(())),
-            Some(code) => Ok(Err(Errno::from_raw(code.get().abs()))),
+            Some(code) => Ok(Err(Refusal {
+                errno: Errno::from_raw(code.get().abs()),
+                at_socket: false,
+            })),
         },
         other => Err(format!("unexpected answer {other:?}")),
     }
 }
 
-fn judge_tamper(what: &str, r: Result<Result<(), Errno>, String>) -> Finding {
+fn judge_tamper(what: &str, r: Result<Result<(), Refusal>, String>) -> Finding {
     match r {
-        Ok(Err(Errno::EPERM)) => Finding::pass("refused: EPERM"),
-        Ok(Err(e)) => Finding::fail(format!(
+        Ok(Err(Refusal {
+            errno: Errno::EPERM,
+            at_socket,
+        })) => Finding::pass(if at_socket {
+            "refused: EPERM at socket()"
+        } else {
+            "refused: EPERM"
+        }),
+        // A kernel without the protocol says nothing of the sandbox.
+        Ok(Err(Refusal { errno, at_socket: true })) => {
+            Finding::fail(format!("open a netlink socket: {}", errno_name(errno)))
+        }
+        Ok(Err(Refusal { errno, .. })) => Finding::fail(format!(
             "{what}: the kernel took the request and answered {}",
-            errno_name(e)
+            errno_name(errno)
         )),
         Ok(Ok(())) => Finding::fail(format!("{what}: done")),
         Err(e) => Finding::fail(e),
@@ -422,17 +456,23 @@ mod tests {
         assert_eq!((len(56), ty(56)), (20, 0x11));
     }
 
+    /// A network namespace of the calling child's own, where the tamper
+    /// checks change nothing of the host's (and, not root, a user namespace).
+    fn own_network_namespace() -> nix::Result<()> {
+        let mut flags = nix::sched::CloneFlags::CLONE_NEWNET;
+        if !nix::unistd::geteuid().is_root() {
+            flags |= nix::sched::CloneFlags::CLONE_NEWUSER;
+        }
+        nix::sched::unshare(flags)
+    }
+
     /// In a network namespace of its own, the tamper checks fail while the
     /// child holds CAP_NET_ADMIN over it (the kernel takes the change) and
     /// pass once it has dropped every capability.
     #[test]
     fn tamper_checks_fail_where_the_change_is_permitted() {
         let r = crate::verify::probe::sys::ret_in_child(|| {
-            let mut flags = nix::sched::CloneFlags::CLONE_NEWNET;
-            if !nix::unistd::geteuid().is_root() {
-                flags |= nix::sched::CloneFlags::CLONE_NEWUSER;
-            }
-            nix::sched::unshare(flags)?;
+            own_network_namespace()?;
             let capable = [netlink_address().pass, nftables_delete().pass];
             crate::verify::probe::sys::drop_capabilities()?;
             let without = [netlink_address().pass, nftables_delete().pass];
@@ -440,6 +480,34 @@ mod tests {
                 ([Some(false), Some(false)], [Some(true), Some(true)]) => 1,
                 _ => 0,
             })
+        });
+        assert_eq!(r, Ok(Ok(1)));
+    }
+
+    /// Under a filter that refuses nfnetlink sockets, as the agent profile
+    /// does, the deletion is refused before any request: that passes, and
+    /// says where.
+    #[test]
+    fn a_refusal_at_socket_passes_and_says_so() {
+        use libseccomp::{ScmpAction, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
+        let r = crate::verify::probe::sys::ret_in_child(|| {
+            own_network_namespace()?;
+            let mut ctx = ScmpFilterContext::new(ScmpAction::Allow).map_err(|_| Errno::EIO)?;
+            ctx.add_rule_conditional(
+                ScmpAction::Errno(libc::EPERM),
+                ScmpSyscall::from_name("socket").map_err(|_| Errno::EIO)?,
+                &[
+                    ScmpArgCompare::new(0, ScmpCompareOp::Equal, libc::AF_NETLINK as u64),
+                    ScmpArgCompare::new(2, ScmpCompareOp::Equal, protocols::NETLINK_NETFILTER as u64),
+                ],
+            )
+            .map_err(|_| Errno::EIO)?;
+            ctx.load().map_err(|_| Errno::EIO)?;
+            // CAP_NET_ADMIN is still held: only the filter stands in the way.
+            let f = nftables_delete();
+            Ok(i64::from(
+                f.pass == Some(true) && f.observed == "refused: EPERM at socket()",
+            ))
         });
         assert_eq!(r, Ok(Ok(1)));
     }

@@ -54,6 +54,12 @@ fn call(p: &SyscallProbe) -> Ret {
             0
         }),
         _ if p.syscall == "clone" => sys::raw_spawning(|| entry(p)),
+        // The kernel returns modify_ldt's int as an unsigned int (x86's
+        // ldt.c, for historical reasons); glibc sign-extends it, as here.
+        _ if p.syscall == "modify_ldt" => entry(p).and_then(|v| match v as i32 {
+            e if e < 0 => Err(Errno::from_raw(-e)),
+            _ => Ok(v),
+        }),
         _ => entry(p),
     }
 }
@@ -273,8 +279,21 @@ mod tests {
             ("ioctl(TIOCSTI) via int 0x80", Errno::EBADF),
             ("socketcall(SYS_SOCKET) via int 0x80", Errno::EFAULT),
             ("ioctl(TIOCSTI)", Errno::EBADF),
+            ("ioctl(TIOCSETD)", Errno::EBADF),
+            ("ioctl(TIOCSETD) via int 0x80", Errno::EBADF),
+            ("modify_ldt", Errno::EINVAL),
+            ("modify_ldt via int 0x80", Errno::EINVAL),
         ] {
             assert_eq!(observe(find(name).unwrap()), Seen::Reached(Err(errno)), "{name}");
+        }
+        // Netlink sockets open unfiltered (and close with the probe's child).
+        for name in [
+            "socket(AF_NETLINK,NETLINK_ROUTE)",
+            "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT)",
+            "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT) via int 0x80",
+        ] {
+            let seen = observe(find(name).unwrap());
+            assert!(matches!(seen, Seen::Reached(Ok(_))), "{name}: {seen:?}");
         }
         let socket = observe(find("socket(AF_VSOCK) via int 0x80").unwrap());
         assert!(

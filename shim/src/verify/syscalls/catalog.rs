@@ -70,11 +70,28 @@ const CLONE_ARGS_SIZE: u64 = 80;
 /// ioctl requests that put bytes into a terminal's input queue.
 const TIOCSTI: u64 = libc::TIOCSTI;
 const TIOCLINUX: u64 = libc::TIOCLINUX;
+/// The ioctl request that attaches a line discipline (and may load its module).
+const TIOCSETD: u64 = libc::TIOCSETD;
+/// modify_ldt(2)'s write function: with a byte count other than
+/// sizeof(struct user_desc) the kernel answers EINVAL before reading anything.
+const LDT_WRITE: u64 = 1;
+/// socket(AF_NETLINK, SOCK_RAW, protocol): what `ip` opens, and what hears
+/// the host's uevents.
+const NETLINK_ROUTE: [u64; 6] = [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, 0, 0, 0, 0];
+const NETLINK_UEVENT: [u64; 6] = [
+    libc::AF_NETLINK as u64,
+    libc::SOCK_RAW as u64,
+    libc::NETLINK_KOBJECT_UEVENT as u64,
+    0,
+    0,
+    0,
+];
 /// socketcall(2)'s call number for socket(2).
 const SYS_SOCKET: u64 = 1;
 /// i386 syscall numbers (arch/x86/entry/syscalls/syscall_32.tbl).
 const I386_MOUNT: i64 = 21;
 const I386_IOCTL: i64 = 54;
+const I386_MODIFY_LDT: i64 = 123;
 const I386_SOCKETCALL: i64 = 102;
 const I386_CLONE: i64 = 120;
 const I386_UNSHARE: i64 = 310;
@@ -242,11 +259,19 @@ pub const CATALOG: &[SyscallProbe] = &[
         libc::SYS_socket,
         [libc::AF_ALG as u64, libc::SOCK_SEQPACKET as u64, 0, 0, 0, 0],
     ),
+    // Netlink only for route (issue 24): `ip` and glibc keep working, the
+    // host's uevents and the other protocols are out of reach.
     probe(
-        "socket(AF_NETLINK)",
+        "socket(AF_NETLINK,NETLINK_ROUTE)",
         "socket",
         libc::SYS_socket,
-        [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, 0, 0, 0, 0],
+        NETLINK_ROUTE,
+    ),
+    probe(
+        "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT)",
+        "socket",
+        libc::SYS_socket,
+        NETLINK_UEVENT,
     ),
     probe(
         "socket(AF_PACKET)",
@@ -399,6 +424,13 @@ pub const CATALOG: &[SyscallProbe] = &[
     probe("acct", "acct", libc::SYS_acct, [BAD, 0, 0, 0, 0, 0]),
     probe("syslog", "syslog", libc::SYS_syslog, [i32::MAX as u64, 0, 0, 0, 0, 0]),
     probe("iopl", "iopl", libc::SYS_iopl, [4, 0, 0, 0, 0, 0]),
+    // Custom x86 segments, the setup of kernel exploits (issue 24).
+    probe(
+        "modify_ldt",
+        "modify_ldt",
+        libc::SYS_modify_ldt,
+        [LDT_WRITE, BAD, 0, 0, 0, 0],
+    ),
     probe("ioperm", "ioperm", libc::SYS_ioperm, [0, u32::MAX as u64, 1, 0, 0, 0]),
     // Typing into a terminal (PROBES.md, issue 11): the request is refused
     // whatever the fd, so fd -1 shows the rule without a terminal.
@@ -413,6 +445,13 @@ pub const CATALOG: &[SyscallProbe] = &[
         "ioctl",
         libc::SYS_ioctl,
         [NO_FD, TIOCLINUX, BAD, 0, 0, 0],
+    ),
+    // Attaching a line discipline (issue 24), refused whatever the fd.
+    probe(
+        "ioctl(TIOCSETD)",
+        "ioctl",
+        libc::SYS_ioctl,
+        [NO_FD, TIOCSETD, BAD, 0, 0, 0],
     ),
     // The same rules through the 32-bit entry point (issue 11), where socket
     // calls can also arrive multiplexed through socketcall, with the family
@@ -447,6 +486,24 @@ pub const CATALOG: &[SyscallProbe] = &[
         "ioctl",
         I386_IOCTL,
         [NO_FD, TIOCSTI, BAD, 0, 0, 0],
+    ),
+    i386(
+        "ioctl(TIOCSETD) via int 0x80",
+        "ioctl",
+        I386_IOCTL,
+        [NO_FD, TIOCSETD, BAD, 0, 0, 0],
+    ),
+    i386(
+        "modify_ldt via int 0x80",
+        "modify_ldt",
+        I386_MODIFY_LDT,
+        [LDT_WRITE, BAD, 0, 0, 0, 0],
+    ),
+    i386(
+        "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT) via int 0x80",
+        "socket",
+        I386_SOCKET,
+        NETLINK_UEVENT,
     ),
 ];
 

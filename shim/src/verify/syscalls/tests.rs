@@ -67,6 +67,12 @@ fn expectations_follow_the_agent_profile() {
         "clone(CLONE_NEWUSER) via int 0x80",
         "mount via int 0x80",
         "ioctl(TIOCSTI) via int 0x80",
+        "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT)",
+        "modify_ldt",
+        "ioctl(TIOCSETD)",
+        "socket(AF_NETLINK,NETLINK_KOBJECT_UEVENT) via int 0x80",
+        "modify_ldt via int 0x80",
+        "ioctl(TIOCSETD) via int 0x80",
     ] {
         assert_eq!(exp[name], eperm, "{name}");
     }
@@ -77,7 +83,7 @@ fn expectations_follow_the_agent_profile() {
         "fork",
         "thread",
         "socket(AF_UNIX)",
-        "socket(AF_NETLINK)",
+        "socket(AF_NETLINK,NETLINK_ROUTE)",
         "personality(0xffffffff)",
     ] {
         assert_eq!(exp[name], SyscallExpect::Allowed, "{name}");
@@ -153,6 +159,8 @@ fn rules_of_the_issue_are_covered() {
         "settimeofday",
         "adjtimex",
         "acct",
+        "modify_ldt",
+        "ioctl",
     ] {
         assert!(probes_for(syscall).next().is_some(), "{syscall}");
     }

@@ -122,13 +122,16 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         }
     }
 
+    let tools = annotations.get(gateway::TOOLS_ANNOTATION);
     let gateway = match annotations.get(gateway::ANNOTATION) {
-        Some(url) if mode == Mode::Allowlist => {
-            gateway::Upstream::parse(url).with_context(|| format!("read annotation {}", gateway::ANNOTATION))?;
-            Some(url.clone())
-        }
+        Some(url) if mode == Mode::Allowlist => Some(gateway::Config::parse(url, tools.map(String::as_str))?),
         Some(_) => bail!(
             "{what}: annotation {} needs network mode allowlist (the gateway lives in the proxy)",
+            gateway::ANNOTATION
+        ),
+        None if tools.is_some() => bail!(
+            "{what}: annotation {} needs annotation {} beside it",
+            gateway::TOOLS_ANNOTATION,
             gateway::ANNOTATION
         ),
         None => None,

@@ -150,7 +150,7 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
         tracing::warn!("remove {}: {e}", shared.display());
     }
     match sandbox::quarantine::store::session_lines(&quarantined_before, &project) {
-        Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
+        Ok(lines) => lines.iter().for_each(|l| eprintln!("{}", crate::terminal::escaped(l))),
         Err(e) => eprintln!("claude-shim: warning: failed to read the quarantine: {e:#}"),
     }
     let status = status?;

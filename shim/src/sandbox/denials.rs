@@ -18,7 +18,7 @@ use crate::hostfs::{Dir, Kind};
 pub const KEEP: usize = 50;
 
 /// One line per refused destination: `host:port (reason)`, or the API path
-/// the gateway refused, in the order first seen.
+/// the gateway refused, in the order first seen, control characters escaped.
 pub fn refused(log: &str) -> Vec<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
@@ -43,7 +43,8 @@ pub fn refused(log: &str) -> Vec<String> {
             _ => "a malformed request".to_owned(),
         };
         if seen.insert(what.clone(), out.len()).is_none() {
-            out.push(format!("{what} ({reason})"));
+            // Every part of it is the sandbox's to choose.
+            out.push(crate::terminal::escaped(&format!("{what} ({reason})")).into_owned());
         }
     }
     out
@@ -127,6 +128,23 @@ not json"#;
             [
                 "evil.example:443 (not on the allowlist)",
                 "API path POST /v1/files (not forwarded)"
+            ]
+        );
+    }
+
+    /// The path, host and reason come from the sandbox: a terminal escape in
+    /// any of them is shown, not sent to the user's terminal.
+    #[test]
+    fn sandbox_text_is_escaped() {
+        let log = r#"{"proto":"gateway","method":"POST","path":"/v1/\u001b]0;TITLE\u0007","decision":"deny","reason":"POST /v1/\u001b]0;TITLE\u0007 is not an API path"}
+{"proto":"http-connect","host":"a\r\nclaude-shim: all clear\u001b[2K","port":443,"decision":"deny","reason":"not on the allowlist"}
+{"proto":"gateway","method":"P\u009bOST","path":"/v1/messages","decision":"deny","reason":"x\u202ey"}"#;
+        assert_eq!(
+            refused(log),
+            [
+                "API path POST /v1/\\u{1b}]0;TITLE\\u{7} (POST /v1/\\u{1b}]0;TITLE\\u{7} is not an API path)",
+                "a\\r\\nclaude-shim: all clear\\u{1b}[2K:443 (not on the allowlist)",
+                "API path P\\u{9b}OST /v1/messages (x\\u{202e}y)",
             ]
         );
     }

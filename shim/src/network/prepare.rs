@@ -256,6 +256,29 @@ mod tests {
         assert!(!env.iter().any(|e| e.contains("elsewhere")));
     }
 
+    #[test]
+    fn the_gateway_and_its_server_tools_reach_the_plan() {
+        let ann = [
+            (MODE_ANNOTATION, "allowlist"),
+            (gateway::ANNOTATION, "http://127.0.0.1:9/base"),
+            (gateway::TOOLS_ANNOTATION, "web_search, mcp"),
+        ];
+        let plan = prepare(&mut spec_with(&ann, |_| {}), Path::new("/nonexistent"))
+            .unwrap()
+            .unwrap();
+        let want = gateway::Config {
+            upstream: "http://127.0.0.1:9/base".into(),
+            server_tools: vec!["web_search".into(), "mcp".into()],
+        };
+        assert_eq!(plan.gateway.as_ref(), Some(&want));
+        let saved: Plan = serde_json::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
+        assert_eq!(saved.gateway, Some(want));
+        let plan = prepare(&mut spec_with(&ann[..2], |_| {}), Path::new("/nonexistent"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.gateway.unwrap().server_tools, Vec::<String>::new());
+    }
+
     fn refused(ann: &[(&str, &str)], edit: impl FnOnce(&mut serde_json::Value), want: &str) {
         let mut s = spec_with(ann, edit);
         let e = format!("{:#}", prepare(&mut s, Path::new("/nonexistent")).unwrap_err());
@@ -306,6 +329,23 @@ mod tests {
             ],
             |_| {},
             "unknown field",
+        );
+        refused(
+            &[
+                (MODE_ANNOTATION, "allowlist"),
+                (gateway::ANNOTATION, "http://127.0.0.1:9"),
+                (gateway::TOOLS_ANNOTATION, "web_search,web_browse"),
+            ],
+            |_| {},
+            "read annotation run.claude-shim.gateway.server-tools: unknown server tool \"web_browse\"",
+        );
+        refused(
+            &[
+                (MODE_ANNOTATION, "allowlist"),
+                (gateway::TOOLS_ANNOTATION, "web_search"),
+            ],
+            |_| {},
+            "needs annotation run.claude-shim.gateway beside it",
         );
     }
 }

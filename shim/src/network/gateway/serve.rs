@@ -118,7 +118,12 @@ pub fn serve(mut stream: TcpStream, peer: SocketAddr, gw: &Gateway, log: &Log) {
             Err((status, why)) => {
                 let (method, path) = first_line(&buf);
                 logged(&method, &path, status[..3].parse().unwrap_or(400), 0, 0, Some(&why));
-                return error(&mut stream, status, "permission_error", &why);
+                let kind = if status.starts_with("403") {
+                    "permission_error"
+                } else {
+                    "invalid_request_error"
+                };
+                return error(&mut stream, status, kind, &why);
             }
         }
         match stream.read(&mut chunk) {

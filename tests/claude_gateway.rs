@@ -89,13 +89,9 @@ fn cases() -> Vec<(&'static str, String, &'static str, &'static str)> {
     let twice = r#"{"model":"claude-test","max_tokens":1,"messages":[],"tools":[{"type":"web_fetch_20250910","name":"f"}],"tools":[]}"#;
     let unknown = r#"{"model":"claude-test","max_tokens":1,"messages":[],"betas":["files-api-2025-04-14"]}"#;
     let ct = "Content-Type: application/json\r\n";
+    let (m, beta, hh) = ("/v1/messages", "/v1/messages?beta=true", HOSTILE_HEADERS);
     vec![
-        (
-            "headers",
-            request("/v1/messages?beta=true", HOSTILE_HEADERS, PLAIN_BODY),
-            "200",
-            "",
-        ),
+        ("headers", request(beta, hh, PLAIN_BODY), "200", ""),
         (
             "web-search",
             request("/v1/messages/count_tokens", ct, search),
@@ -104,30 +100,25 @@ fn cases() -> Vec<(&'static str, String, &'static str, &'static str)> {
         ),
         (
             "issue",
-            request("/v1/messages?/../../v1/files", HOSTILE_HEADERS, MCP_BODY),
+            request("/v1/messages?/../../v1/files", hh, MCP_BODY),
             "403",
             "the query",
         ),
-        (
-            "mcp",
-            request("/v1/messages?beta=true", HOSTILE_HEADERS, MCP_BODY),
-            "403",
-            "mcp_servers",
-        ),
-        ("web-fetch", request("/v1/messages", ct, fetch), "403", "tools[0].type"),
+        ("mcp", request(beta, hh, MCP_BODY), "403", "mcp_servers"),
+        ("web-fetch", request(m, ct, fetch), "403", "tools[0].type"),
         (
             "file",
-            request("/v1/messages", ct, file),
+            request(m, ct, file),
             "403",
             "messages[0].content[0].source.file_id",
         ),
-        ("container", request("/v1/messages", ct, code), "403", "container"),
-        ("twice", request("/v1/messages", ct, twice), "400", "appears twice"),
-        ("unknown", request("/v1/messages", ct, unknown), "400", "betas"),
+        ("container", request(m, ct, code), "403", "container"),
+        ("twice", request(m, ct, twice), "400", "appears twice"),
+        ("unknown", request(m, ct, unknown), "400", "betas"),
         // HTTP has no place for a control character: malformed, named escaped at exit.
         (
             "escape",
-            request("/v1/\x1b]0;TITLE\x07", ct, "{}"),
+            request("/v1/\x1b]0;T\x07", ct, "{}"),
             "400",
             "malformed request",
         ),
@@ -221,7 +212,7 @@ fn only_claude_codes_shapes_reach_the_upstream() {
     );
     // Each refusal is named once at exit, its terminal escape shown, not sent.
     assert!(
-        stderr.contains("claude-shim: refused egress: API path POST /v1/\\u{1b}]0;TITLE\\u{7} ("),
+        stderr.contains("claude-shim: refused egress: API path POST /v1/\\u{1b}]0;T\\u{7} ("),
         "stderr: {stderr}"
     );
     assert!(

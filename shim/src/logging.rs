@@ -60,11 +60,15 @@ pub fn render(format: LogFormat, to_stderr: bool, level: Level, msg: &str, time:
             let value = serde_json::json!({ "level": level_name(level), "msg": msg, "time": time });
             format!("{value}\n")
         }
-        LogFormat::Text if to_stderr => match level {
-            Level::ERROR => format!("claude-shim: error: {msg}\n"),
-            Level::WARN => format!("claude-shim: warning: {msg}\n"),
-            _ => format!("claude-shim: {}: {msg}\n", level_name(level)),
-        },
+        LogFormat::Text if to_stderr => {
+            // A message may quote what a sandbox named (a path, a host).
+            let msg = crate::terminal::escaped(msg);
+            match level {
+                Level::ERROR => format!("claude-shim: error: {msg}\n"),
+                Level::WARN => format!("claude-shim: warning: {msg}\n"),
+                _ => format!("claude-shim: {}: {msg}\n", level_name(level)),
+            }
+        }
         LogFormat::Text => {
             format!("time=\"{time}\" level={} msg={}\n", level_name(level), quote(msg))
         }
@@ -212,6 +216,16 @@ mod tests {
         assert_eq!(
             render(LogFormat::Text, true, Level::ERROR, "failed to x", "T"),
             "claude-shim: error: failed to x\n"
+        );
+        assert_eq!(
+            render(
+                LogFormat::Text,
+                true,
+                Level::WARN,
+                "remove /w/\u{1b}]0;T\u{7}: busy",
+                "T"
+            ),
+            "claude-shim: warning: remove /w/\\u{1b}]0;T\\u{7}: busy\n"
         );
     }
 }

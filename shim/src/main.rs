@@ -15,6 +15,7 @@ mod runtime;
 mod sandbox;
 mod seal;
 mod state;
+mod terminal;
 mod timing;
 mod verify;
 
@@ -37,15 +38,7 @@ fn error_line(err: &anyhow::Error) -> String {
     // serde error may carry a newline, a carriage return or a terminal
     // escape; each control character is shown escaped (found by the
     // config.json fuzz, issue 11).
-    let mut out = String::with_capacity(line.len());
-    for c in line.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    terminal::escaped(&line).into_owned()
 }
 
 /// "No such file or directory (os error 2)" -> "no such file or directory".

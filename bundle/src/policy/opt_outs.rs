@@ -2,7 +2,7 @@
 //! in the `run.claude-shim.opt-outs` annotation and `verify` reports.
 
 use super::schema::Policy;
-use super::values::{AfterEffects, HomeMode, NetworkMode, ProfileRef};
+use super::values::{AfterEffects, HomeMode, NetworkMode, ProfileRef, ServerTool};
 
 impl Policy {
     /// Every loosening the policy spells out, one line each, for `verify`.
@@ -61,6 +61,11 @@ impl Policy {
         }
         for c in &self.network.allow_cidrs {
             out.push(format!("network.allow_cidrs: {}", c.0));
+        }
+        // web_search is what Claude Code's own WebSearch tool needs, and the
+        // API reaches no address the agent names with it (docs/claude.md).
+        for t in self.claude.server_tools.iter().filter(|t| **t != ServerTool::WebSearch) {
+            out.push(format!("claude.server_tools: {t}"));
         }
         out
     }

@@ -32,6 +32,8 @@ pub struct Policy {
     pub seccomp: Seccomp,
     #[serde(default)]
     pub network: Network,
+    #[serde(default)]
+    pub claude: Claude,
     /// Where the policy came from (a path, or `embedded:agent.toml`), for errors.
     #[serde(skip)]
     pub origin: String,
@@ -309,4 +311,15 @@ pub struct Network {
     pub deny: Vec<HostPattern>,
     #[serde(default)]
     pub allow_cidrs: Vec<CidrRule>,
+}
+
+/// What `claude-shim claude` adds to the sandbox.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claude {
+    /// The model API's server-side features a request through the gateway
+    /// may use; each lets the API act on the network or on stored data for
+    /// the agent. None unless listed.
+    #[serde(default)]
+    pub server_tools: Vec<ServerTool>,
 }

@@ -28,6 +28,7 @@ fn shipped_policies_parse() {
     assert_eq!(agent.network.mode, NetworkMode::Allowlist);
     assert!(agent.network.allow.iter().any(|h| h.0 == "api.anthropic.com"));
     assert!(agent.opt_outs().is_empty(), "{:?}", agent.opt_outs());
+    assert_eq!(agent.claude.server_tools, [ServerTool::WebSearch]);
     let offline = Policy::embedded_offline();
     assert_eq!(offline.name(), "offline");
     assert_eq!(offline.network.mode, NetworkMode::None);
@@ -35,6 +36,7 @@ fn shipped_policies_parse() {
     assert!(offline.resources.memory.unwrap().0 < agent.resources.memory.unwrap().0);
     assert!(offline.resources.pids.unwrap().0 < agent.resources.pids.unwrap().0);
     assert!(offline.opt_outs().is_empty());
+    assert!(offline.claude.server_tools.is_empty());
 }
 
 #[test]
@@ -65,6 +67,7 @@ fn a_minimal_policy_takes_the_strict_defaults() {
     assert!(p.seccomp.allow.is_empty());
     assert_eq!(p.network.mode, NetworkMode::None);
     assert!(!p.resources.best_effort);
+    assert!(p.claude.server_tools.is_empty());
     assert!(p.opt_outs().is_empty());
 }
 
@@ -172,6 +175,15 @@ fn bad_values_are_named_with_their_path() {
     assert_error("[environment]\nallow = [\"A-B\"]", "environment.allow[0]:");
     assert_error("[environment]\nset = { \"1X\" = \"y\" }", "environment.set");
     assert_error("name = \"has space\"", "name:");
+}
+
+#[test]
+fn unknown_server_tools_are_named() {
+    assert_error(
+        "[claude]\nserver_tools = [\"web_search\", \"web_browse\"]",
+        "claude.server_tools[1]: unknown server tool \"web_browse\" (known: web_search, web_fetch, code_execution, mcp, files, tool_search)",
+    );
+    assert_error("[claude]\nallow = []", "claude");
 }
 
 #[test]
@@ -300,6 +312,8 @@ allow = ["ptrace"]
 [network]
 mode = "public"
 allow_cidrs = ["10.0.0.5/32:443"]
+[claude]
+server_tools = ["web_search", "web_fetch", "mcp"]
 "#,
     )
     .unwrap();
@@ -316,6 +330,8 @@ allow_cidrs = ["10.0.0.5/32:443"]
             "seccomp.allow: ptrace",
             "network.mode = public",
             "network.allow_cidrs: 10.0.0.5/32:443",
+            "claude.server_tools: web_fetch",
+            "claude.server_tools: mcp",
         ]
     );
 }

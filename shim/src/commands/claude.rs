@@ -56,11 +56,15 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     claude::prepare_config_dir(&dir, &claude::host_config_dir(&inv_home))?;
     // The agent writes it as whoever the sandbox runs as.
     sandbox::hand_over::hand_over(&dir, run_as)?;
+    // From the caller's policy, never from anything the sandbox can write.
+    let server_tools: Vec<&str> = base.claude.server_tools.iter().map(|t| t.as_str()).collect();
+    let server_tools = server_tools.join(",");
     let mut policy = claude::whole_agent_policy(base, dir.path())?;
     claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
     run_policy(rt, &policy, &inv, &mut |c| {
         let mut ann = c.spec.annotations().clone().unwrap_or_default();
         ann.insert(gateway::ANNOTATION.to_owned(), upstream.clone());
+        ann.insert(gateway::TOOLS_ANNOTATION.to_owned(), server_tools.clone());
         c.spec.set_annotations(Some(ann));
         Ok(())
     })
@@ -146,7 +150,7 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
         tracing::warn!("remove {}: {e}", shared.display());
     }
     match sandbox::quarantine::store::session_lines(&quarantined_before, &project) {
-        Ok(lines) => lines.iter().for_each(|l| eprintln!("{l}")),
+        Ok(lines) => lines.iter().for_each(|l| eprintln!("{}", crate::terminal::escaped(l))),
         Err(e) => eprintln!("claude-shim: warning: failed to read the quarantine: {e:#}"),
     }
     let status = status?;

@@ -20,9 +20,12 @@ pub fn quarantine(args: &QuarantineArgs) -> Result<i32> {
             for run in runs {
                 match run {
                     Ok(m) => {
-                        let _ = writeln!(text, "{}  {}  {}", m.run, m.time, m.workdir.display());
+                        // Paths a sandbox named: shown, never sent to the terminal.
+                        let shown =
+                            |p: &std::path::Path| crate::terminal::escaped(&p.display().to_string()).into_owned();
+                        let _ = writeln!(text, "{}  {}  {}", m.run, m.time, shown(&m.workdir));
                         for s in &m.moved {
-                            let _ = writeln!(text, "  {}  ({})", s.path.display(), s.runs);
+                            let _ = writeln!(text, "  {}  ({})", shown(&s.path), s.runs);
                         }
                     }
                     Err(e) => eprintln!("claude-shim: warning: failed to read quarantine run {e}"),
@@ -38,7 +41,7 @@ pub fn quarantine(args: &QuarantineArgs) -> Result<i32> {
             let lines = store::restore(run)?;
             let kept = lines.iter().filter(|l| l.starts_with("kept")).count();
             for l in lines {
-                println!("{l}");
+                println!("{}", crate::terminal::escaped(&l));
             }
             Ok(if kept > 0 { 1 } else { 0 })
         }

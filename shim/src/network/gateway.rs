@@ -4,15 +4,24 @@
 //! sandbox's network namespace) and forwards the few paths Claude Code uses
 //! to the caller's upstream (`ANTHROPIC_BASE_URL`, default
 //! https://api.anthropic.com), with the caller's credential added there and
-//! whatever the sandbox sent in its place dropped. One request per
-//! connection; the request body goes up exactly as long as its
-//! Content-Length says, the response comes back as it arrives (SSE). Each
-//! request is logged with method, path, status, bytes and duration: never a
-//! body, never a header value.
+//! whatever the sandbox sent in its place dropped. Only the shapes Claude
+//! Code sends go up: its paths and query (`target`), its headers and beta
+//! flags (`headers`), and a JSON body using no server-side feature the
+//! policy does not list (`body`), so the key cannot make the API reach out
+//! for the agent. One request per connection; the body is read whole
+//! (bounded), judged, and sent as it came; the response comes back as it
+//! arrives (SSE). Each request is logged with method, path, status, bytes
+//! and duration, and what was dropped: never a body, never a header value
+//! but a beta flag.
 
+mod body;
+mod headers;
 mod http;
 mod serve;
+mod target;
 mod upstream;
+
+use serde::{Deserialize, Serialize};
 
 pub use self::serve::serve;
 pub use self::upstream::{Credential, Gateway, Upstream};
@@ -21,8 +30,48 @@ pub use self::upstream::{Credential, Gateway, Upstream};
 pub const PORT: u16 = 3180;
 /// The annotation that asks for a gateway; its value is the upstream URL.
 pub const ANNOTATION: &str = "run.claude-shim.gateway";
+/// The annotation naming the server tools a request may use (comma-separated
+/// `[claude] server_tools`); absent, none.
+pub const TOOLS_ANNOTATION: &str = "run.claude-shim.gateway.server-tools";
 /// The base URL the agent is given.
 pub const BASE_URL: &str = "http://127.0.0.1:3180";
 
 /// The variables the credential is read from, outside, in this order.
 pub const CREDENTIAL_VARS: &[&str] = &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"];
+
+/// What the network plan holds for the gateway, from the annotations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub upstream: String,
+    #[serde(default)]
+    pub server_tools: Vec<String>,
+}
+
+impl Config {
+    /// From the two annotations' values, checked.
+    pub fn parse(upstream: &str, server_tools: Option<&str>) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        Upstream::parse(upstream).with_context(|| format!("read annotation {ANNOTATION}"))?;
+        let cfg = Self {
+            upstream: upstream.to_owned(),
+            server_tools: server_tools
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        };
+        cfg.tools()
+            .with_context(|| format!("read annotation {TOOLS_ANNOTATION}"))?;
+        Ok(cfg)
+    }
+
+    pub fn tools(&self) -> anyhow::Result<Vec<claude_shim_bundle::policy::values::ServerTool>> {
+        self.server_tools
+            .iter()
+            .map(|t| t.parse().map_err(|e: String| anyhow::anyhow!(e)))
+            .collect()
+    }
+}

@@ -27,9 +27,10 @@ pub struct Plan {
     pub pasta: Option<PathBuf>,
     #[serde(default)]
     pub nft: Option<PathBuf>,
-    /// The upstream URL of `claude-shim claude`'s API gateway (allowlist mode only).
+    /// `claude-shim claude`'s API gateway: its upstream URL and the server
+    /// tools it lets through (allowlist mode only).
     #[serde(default)]
-    pub gateway: Option<String>,
+    pub gateway: Option<super::gateway::Config>,
     /// Unprivileged: where the createContainer hook sends the container's namespaces.
     #[serde(skip)]
     pub(super) ns_socket: Option<std::os::fd::OwnedFd>,

@@ -122,13 +122,16 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         }
     }
 
+    let tools = annotations.get(gateway::TOOLS_ANNOTATION);
     let gateway = match annotations.get(gateway::ANNOTATION) {
-        Some(url) if mode == Mode::Allowlist => {
-            gateway::Upstream::parse(url).with_context(|| format!("read annotation {}", gateway::ANNOTATION))?;
-            Some(url.clone())
-        }
+        Some(url) if mode == Mode::Allowlist => Some(gateway::Config::parse(url, tools.map(String::as_str))?),
         Some(_) => bail!(
             "{what}: annotation {} needs network mode allowlist (the gateway lives in the proxy)",
+            gateway::ANNOTATION
+        ),
+        None if tools.is_some() => bail!(
+            "{what}: annotation {} needs annotation {} beside it",
+            gateway::TOOLS_ANNOTATION,
             gateway::ANNOTATION
         ),
         None => None,
@@ -291,6 +294,29 @@ mod tests {
         assert!(!env.iter().any(|e| e.contains("elsewhere")));
     }
 
+    #[test]
+    fn the_gateway_and_its_server_tools_reach_the_plan() {
+        let ann = [
+            (MODE_ANNOTATION, "allowlist"),
+            (gateway::ANNOTATION, "http://127.0.0.1:9/base"),
+            (gateway::TOOLS_ANNOTATION, "web_search, mcp"),
+        ];
+        let plan = prepare(&mut spec_with(&ann, |_| {}), Path::new("/nonexistent"))
+            .unwrap()
+            .unwrap();
+        let want = gateway::Config {
+            upstream: "http://127.0.0.1:9/base".into(),
+            server_tools: vec!["web_search".into(), "mcp".into()],
+        };
+        assert_eq!(plan.gateway.as_ref(), Some(&want));
+        let saved: Plan = serde_json::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
+        assert_eq!(saved.gateway, Some(want));
+        let plan = prepare(&mut spec_with(&ann[..2], |_| {}), Path::new("/nonexistent"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(plan.gateway.unwrap().server_tools, Vec::<String>::new());
+    }
+
     fn refused(ann: &[(&str, &str)], edit: impl FnOnce(&mut serde_json::Value), want: &str) {
         let mut s = spec_with(ann, edit);
         let e = format!("{:#}", prepare(&mut s, Path::new("/nonexistent")).unwrap_err());
@@ -341,6 +367,23 @@ mod tests {
             ],
             |_| {},
             "unknown field",
+        );
+        refused(
+            &[
+                (MODE_ANNOTATION, "allowlist"),
+                (gateway::ANNOTATION, "http://127.0.0.1:9"),
+                (gateway::TOOLS_ANNOTATION, "web_search,web_browse"),
+            ],
+            |_| {},
+            "read annotation run.claude-shim.gateway.server-tools: unknown server tool \"web_browse\"",
+        );
+        refused(
+            &[
+                (MODE_ANNOTATION, "allowlist"),
+                (gateway::TOOLS_ANNOTATION, "web_search"),
+            ],
+            |_| {},
+            "needs annotation run.claude-shim.gateway beside it",
         );
     }
 }

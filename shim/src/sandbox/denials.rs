@@ -18,7 +18,8 @@ use crate::hostfs::{Dir, Kind};
 pub const KEEP: usize = 50;
 
 /// One line per refused destination: `host:port (reason)`, or the API path
-/// the gateway refused, in the order first seen.
+/// the gateway refused and why (one line per reason), in the order first
+/// seen, control characters escaped.
 pub fn refused(log: &str) -> Vec<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
@@ -30,6 +31,7 @@ pub fn refused(log: &str) -> Vec<String> {
             continue;
         }
         let reason = v["reason"].as_str().unwrap_or("refused");
+        let gateway = v["proto"] == "gateway";
         let what = match (v["proto"].as_str(), v["host"].as_str()) {
             (Some("gateway"), _) => format!(
                 "API path {} {}",
@@ -42,8 +44,12 @@ pub fn refused(log: &str) -> Vec<String> {
             },
             _ => "a malformed request".to_owned(),
         };
-        if seen.insert(what.clone(), out.len()).is_none() {
-            out.push(format!("{what} ({reason})"));
+        let line = format!("{what} ({reason})");
+        // A host once; an API path once per reason (each names a field).
+        let key = if gateway { line.clone() } else { what };
+        if seen.insert(key, out.len()).is_none() {
+            // Every part of it is the sandbox's to choose.
+            out.push(crate::terminal::escaped(&line).into_owned());
         }
     }
     out
@@ -121,12 +127,34 @@ mod tests {
 {"client":"127.0.0.1:2","proto":"http-connect","host":"github.com","port":443,"decision":"allow","reason":"allowlist"}
 {"client":"127.0.0.1:3","proto":"socks5","host":"evil.example","port":443,"decision":"deny","reason":"not on the allowlist"}
 {"client":"127.0.0.1:4","proto":"gateway","method":"POST","path":"/v1/files","status":403,"decision":"deny","reason":"not forwarded"}
+{"client":"127.0.0.1:5","proto":"gateway","method":"POST","path":"/v1/messages","status":403,"decision":"deny","reason":"mcp_servers: refused"}
+{"client":"127.0.0.1:6","proto":"gateway","method":"POST","path":"/v1/messages","status":403,"decision":"deny","reason":"container: refused"}
+{"client":"127.0.0.1:7","proto":"gateway","method":"POST","path":"/v1/messages","status":403,"decision":"deny","reason":"mcp_servers: refused"}
 not json"#;
         assert_eq!(
             refused(log),
             [
                 "evil.example:443 (not on the allowlist)",
-                "API path POST /v1/files (not forwarded)"
+                "API path POST /v1/files (not forwarded)",
+                "API path POST /v1/messages (mcp_servers: refused)",
+                "API path POST /v1/messages (container: refused)",
+            ]
+        );
+    }
+
+    /// The path, host and reason come from the sandbox: a terminal escape in
+    /// any of them is shown, not sent to the user's terminal.
+    #[test]
+    fn sandbox_text_is_escaped() {
+        let log = r#"{"proto":"gateway","method":"POST","path":"/v1/\u001b]0;TITLE\u0007","decision":"deny","reason":"POST /v1/\u001b]0;TITLE\u0007 is not an API path"}
+{"proto":"http-connect","host":"a\r\nclaude-shim: all clear\u001b[2K","port":443,"decision":"deny","reason":"not on the allowlist"}
+{"proto":"gateway","method":"P\u009bOST","path":"/v1/messages","decision":"deny","reason":"x\u202ey"}"#;
+        assert_eq!(
+            refused(log),
+            [
+                "API path POST /v1/\\u{1b}]0;TITLE\\u{7} (POST /v1/\\u{1b}]0;TITLE\\u{7} is not an API path)",
+                "a\\r\\nclaude-shim: all clear\\u{1b}[2K:443 (not on the allowlist)",
+                "API path P\\u{9b}OST /v1/messages (x\\u{202e}y)",
             ]
         );
     }

@@ -1,30 +1,14 @@
 //! The HTTP heads the gateway reads and writes: the sandbox's request checked
-//! against the API paths it forwards, rewritten for the upstream with the
-//! caller's credential, and the upstream's response head passed down. Pure
-//! logic: no sockets.
+//! against the API paths it forwards (`target`) and cut down to Claude
+//! Code's headers (`headers`), rewritten for the upstream with the caller's
+//! credential, and the upstream's response head passed down. Pure logic: no
+//! sockets.
 
+use claude_shim_bundle::policy::values::ServerTool;
+
+use super::headers::Judged;
+use super::target;
 use super::upstream::{Credential, Upstream};
-
-/// The API paths Claude Code calls; everything else is refused so the key
-/// cannot be spent on other endpoints (files, batches, admin...).
-pub const ALLOWED: &[(&str, &str)] = &[("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens")];
-
-/// Headers never passed up: the credential the sandbox holds (a placeholder),
-/// the hop's own headers, and the framing this gateway sets itself.
-const DROPPED: &[&str] = &[
-    "x-api-key",
-    "authorization",
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
-    "expect",
-];
 
 /// The beta flag the API wants with a Claude subscription's OAuth token.
 const OAUTH_BETA: &str = "oauth-2025-04-20";
@@ -33,16 +17,20 @@ const OAUTH_BETA: &str = "oauth-2025-04-20";
 #[derive(Debug, PartialEq, Eq)]
 pub struct Request {
     pub method: String,
-    /// Path and query as sent.
+    /// Path and query to forward, rebuilt (`target`).
     pub target: String,
-    /// The head to send upstream, without Host, credential and framing.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// The head to send upstream, without Host, credential and framing
+    /// (`headers`), and what was dropped from it.
+    pub headers: Judged,
     pub content_length: u64,
+    /// The client waits for `100 Continue` before its body.
+    pub expects_continue: bool,
     pub body_start: usize,
 }
 
 /// Ok(None): the head is incomplete. Err((status, why)): refused.
-pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, (&'static str, String)> {
+/// `allowed`: the server tools whose beta flags may pass.
+pub fn parse_request(buf: &[u8], allowed: &[ServerTool]) -> Result<Option<Request>, (&'static str, String)> {
     let mut headers = [httparse::EMPTY_HEADER; 100];
     let mut req = httparse::Request::new(&mut headers);
     let len = match req.parse(buf) {
@@ -51,16 +39,10 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, (&'static str, Strin
         Err(e) => return Err(("400 Bad Request", format!("malformed request: {e}"))),
     };
     let method = req.method.unwrap_or_default().to_owned();
-    let target = req.path.unwrap_or_default().to_owned();
-    let path = target.split(['?', '#']).next().unwrap_or_default();
-    if !ALLOWED.iter().any(|(m, p)| *m == method && *p == path) {
-        return Err((
-            "403 Forbidden",
-            format!("{method} {path} is not an API path the gateway forwards"),
-        ));
-    }
+    let target = target::normalise(&method, req.path.unwrap_or_default()).map_err(|why| ("403 Forbidden", why))?;
     let mut content_length = None;
-    let mut out = Vec::new();
+    let mut expects_continue = false;
+    let mut judged = Judged::default();
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if name == "transfer-encoding" {
@@ -79,16 +61,17 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, (&'static str, Strin
             }
             content_length = Some(n);
         }
-        if DROPPED.contains(&name.as_str()) {
-            continue;
+        if name == "expect" && h.value.eq_ignore_ascii_case(b"100-continue") {
+            expects_continue = true;
         }
-        out.push((h.name.to_owned(), h.value.to_vec()));
+        judged.add(h.name, h.value, allowed);
     }
     Ok(Some(Request {
         method,
         target,
-        headers: out,
+        headers: judged,
         content_length: content_length.unwrap_or(0),
+        expects_continue,
         body_start: len,
     }))
 }
@@ -100,7 +83,7 @@ pub fn upstream_head(req: &Request, up: &Upstream, cred: Option<&Credential>) ->
     head.extend_from_slice(format!("Host: {}\r\n", up.host_header()).as_bytes());
     let oauth = matches!(cred, Some(Credential::Bearer { oauth: true, .. }));
     let mut beta_seen = false;
-    for (name, value) in &req.headers {
+    for (name, value) in &req.headers.forwarded {
         head.extend_from_slice(name.as_bytes());
         head.extend_from_slice(b": ");
         head.extend_from_slice(value);
@@ -162,13 +145,13 @@ mod tests {
     #[test]
     fn only_the_api_paths_pass() {
         let ok = b"POST /v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1:3180\r\nx-api-key: placeholder\r\nAuthorization: Bearer x\r\nanthropic-version: 2023-06-01\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n{}";
-        let r = parse_request(ok).unwrap().unwrap();
+        let r = parse_request(ok, &[]).unwrap().unwrap();
         assert_eq!(
             (r.method.as_str(), r.target.as_str(), r.content_length),
             ("POST", "/v1/messages?beta=true", 2)
         );
         assert_eq!(&ok[r.body_start..], b"{}");
-        let names: Vec<&str> = r.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = r.headers.forwarded.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["anthropic-version"], "credential, host and framing are dropped");
         for (bad, status) in [
             (&b"GET /v1/models HTTP/1.1\r\n\r\n"[..], "403"),
@@ -185,16 +168,17 @@ mod tests {
                 "400",
             ),
         ] {
-            let e = parse_request(bad).unwrap_err();
+            let e = parse_request(bad, &[]).unwrap_err();
             assert!(e.0.starts_with(status), "{}: {e:?}", String::from_utf8_lossy(bad));
         }
-        assert_eq!(parse_request(b"POST /v1/messages HTTP/1.1\r\nHost"), Ok(None));
+        assert_eq!(parse_request(b"POST /v1/messages HTTP/1.1\r\nHost", &[]), Ok(None));
     }
 
     #[test]
     fn the_credential_is_the_callers() {
         let r = parse_request(
-            b"POST /v1/messages HTTP/1.1\r\nx-api-key: sk-placeholder\r\nanthropic-beta: a,b\r\nContent-Length: 0\r\n\r\n",
+            b"POST /v1/messages HTTP/1.1\r\nx-api-key: sk-placeholder\r\nanthropic-beta: effort-2025-11-24,b\r\nContent-Length: 0\r\n\r\n",
+            &[],
         )
         .unwrap()
         .unwrap();
@@ -202,14 +186,17 @@ mod tests {
         let head = String::from_utf8(upstream_head(&r, &up, Some(&Credential::ApiKey("sk-real".into())))).unwrap();
         assert_eq!(
             head,
-            "POST /base/v1/messages HTTP/1.1\r\nHost: api.anthropic.com\r\nanthropic-beta: a,b\r\nx-api-key: sk-real\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "POST /base/v1/messages HTTP/1.1\r\nHost: api.anthropic.com\r\nanthropic-beta: effort-2025-11-24\r\nx-api-key: sk-real\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         );
         let oauth = Credential::Bearer {
             token: "tok".into(),
             oauth: true,
         };
         let head = String::from_utf8(upstream_head(&r, &up, Some(&oauth))).unwrap();
-        assert!(head.contains("anthropic-beta: a,b,oauth-2025-04-20\r\n"), "{head}");
+        assert!(
+            head.contains("anthropic-beta: effort-2025-11-24,oauth-2025-04-20\r\n"),
+            "{head}"
+        );
         assert!(head.contains("Authorization: Bearer tok\r\n") && !head.contains("placeholder"));
     }
 

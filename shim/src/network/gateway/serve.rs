@@ -1,6 +1,7 @@
 //! One connection from the sandbox, served: its request head read and
-//! checked, the request sent up and the response streamed down, one log line
-//! per request.
+//! checked, its body read whole and judged, the request sent up and the
+//! response streamed down, one log line per request (and one for what was
+//! dropped from it).
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -9,11 +10,15 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 
+use super::body;
 use super::http::{parse_request, response_head, upstream_head, Request};
 use super::upstream::Gateway;
 use crate::network::log::Log;
 
 const MAX_HEAD: usize = 64 * 1024;
+/// A request body is held whole to be judged before it goes up: Claude
+/// Code's grow with the conversation (a long one with images is a few MiB).
+const MAX_BODY: u64 = 32 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A model may think for minutes before its first byte; a dead upstream still ends.
 const UPSTREAM_IDLE: Duration = Duration::from_secs(600);
@@ -99,7 +104,7 @@ pub fn serve(mut stream: TcpStream, peer: SocketAddr, gw: &Gateway, log: &Log) {
         log.write(line);
     };
     let req = loop {
-        match parse_request(&buf) {
+        match parse_request(&buf, &gw.server_tools) {
             Ok(Some(r)) => break r,
             Ok(None) if buf.len() < MAX_HEAD => {}
             Ok(None) => {
@@ -113,7 +118,12 @@ pub fn serve(mut stream: TcpStream, peer: SocketAddr, gw: &Gateway, log: &Log) {
             Err((status, why)) => {
                 let (method, path) = first_line(&buf);
                 logged(&method, &path, status[..3].parse().unwrap_or(400), 0, 0, Some(&why));
-                return error(&mut stream, status, "permission_error", &why);
+                let kind = if status.starts_with("403") {
+                    "permission_error"
+                } else {
+                    "invalid_request_error"
+                };
+                return error(&mut stream, status, kind, &why);
             }
         }
         match stream.read(&mut chunk) {
@@ -122,7 +132,41 @@ pub fn serve(mut stream: TcpStream, peer: SocketAddr, gw: &Gateway, log: &Log) {
         }
     };
     let path = req.target.split('?').next().unwrap_or_default().to_owned();
-    let result = forward(&mut stream, &buf[req.body_start..], &req, gw);
+    let dropped = &req.headers;
+    if !dropped.dropped.is_empty() || !dropped.dropped_betas.is_empty() {
+        log.write(
+            json!({"client": peer.to_string(), "proto": "gateway", "method": req.method, "path": path,
+            "dropped_headers": bounded(&dropped.dropped), "dropped_betas": bounded(&dropped.dropped_betas)}),
+        );
+    }
+    if req.content_length > MAX_BODY {
+        let why = format!(
+            "a request body of {} bytes is over the gateway's {MAX_BODY}",
+            req.content_length
+        );
+        logged(&req.method, &path, 413, 0, 0, Some(&why));
+        return error(&mut stream, "413 Payload Too Large", "request_too_large", &why);
+    }
+    if req.expects_continue {
+        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let body = match read_body(&mut stream, &buf[req.body_start..], req.content_length) {
+        Ok(b) => b,
+        Err(e) => {
+            log.write(json!({"client": peer.to_string(), "proto": "gateway", "error": format!("{e:#}")}));
+            return;
+        }
+    };
+    if let Err(r) = body::judge(&body, &gw.server_tools) {
+        let (status, kind) = match r.needs {
+            Some(_) => ("403 Forbidden", "permission_error"),
+            None => ("400 Bad Request", "invalid_request_error"),
+        };
+        let why = r.to_string();
+        logged(&req.method, &path, status[..3].parse().unwrap_or(400), 0, 0, Some(&why));
+        return error(&mut stream, status, kind, &why);
+    }
+    let result = forward(&mut stream, &body, &req, gw);
     match result {
         Ok((status, up, down)) => logged(&req.method, &path, status, up, down, None),
         Err(e) => {
@@ -132,6 +176,30 @@ pub fn serve(mut stream: TcpStream, peer: SocketAddr, gw: &Gateway, log: &Log) {
             error(&mut stream, "502 Bad Gateway", "api_error", &why);
         }
     }
+}
+
+/// At most 32 names of at most 100 characters: the sandbox chose them.
+fn bounded(names: &[String]) -> Vec<String> {
+    names.iter().take(32).map(|n| n.chars().take(100).collect()).collect()
+}
+
+/// The whole body: exactly Content-Length bytes (anything after them would
+/// be a second, unchecked request).
+fn read_body(client: &mut TcpStream, early: &[u8], length: u64) -> Result<Vec<u8>> {
+    let length = length as usize;
+    let mut body = Vec::with_capacity(length);
+    body.extend_from_slice(&early[..early.len().min(length)]);
+    let _ = client.set_read_timeout(Some(UPSTREAM_IDLE));
+    let mut chunk = vec![0u8; 64 * 1024];
+    while body.len() < length {
+        let want = chunk.len().min(length - body.len());
+        let n = client.read(&mut chunk[..want]).context("read the request body")?;
+        if n == 0 {
+            bail!("the client closed before the end of its request body");
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Ok(body)
 }
 
 fn first_line(buf: &[u8]) -> (String, String) {
@@ -154,26 +222,12 @@ fn first_line(buf: &[u8]) -> (String, String) {
 /// Sends the request up and the response down; returns the status and the
 /// body bytes each way. An error before the response head reached the
 /// client is the caller's to answer.
-fn forward(client: &mut TcpStream, early: &[u8], req: &Request, gw: &Gateway) -> Result<(u16, u64, u64)> {
+fn forward(client: &mut TcpStream, body: &[u8], req: &Request, gw: &Gateway) -> Result<(u16, u64, u64)> {
     let mut up = connect(gw)?;
     up.write_all(&upstream_head(req, &gw.upstream, gw.credential.as_ref()))
         .context("send the request")?;
-    // Exactly the body: anything after it would be a second, unchecked request.
-    let mut left = req.content_length;
-    let first = early.len().min(left as usize);
-    up.write_all(&early[..first]).context("send the request body")?;
-    left -= first as u64;
+    up.write_all(body).context("send the request body")?;
     let mut chunk = vec![0u8; 64 * 1024];
-    let _ = client.set_read_timeout(Some(UPSTREAM_IDLE));
-    while left > 0 {
-        let want = chunk.len().min(left as usize);
-        let n = client.read(&mut chunk[..want]).context("read the request body")?;
-        if n == 0 {
-            bail!("the client closed before the end of its request body");
-        }
-        up.write_all(&chunk[..n]).context("send the request body")?;
-        left -= n as u64;
-    }
     up.flush().context("send the request")?;
     let mut head = Vec::new();
     let (status, rest) = loop {

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
+use claude_shim_bundle::policy::values::ServerTool;
 
 #[derive(Clone, PartialEq, Eq)]
 pub enum Credential {
@@ -97,18 +98,21 @@ pub struct Gateway {
     pub upstream: Upstream,
     pub(super) credential: Option<Credential>,
     pub(super) tls: Option<Arc<rustls::ClientConfig>>,
+    /// The server-side features a request may use (`[claude] server_tools`).
+    pub(super) server_tools: Vec<ServerTool>,
 }
 
 impl Gateway {
     /// Reads the credential from this process's environment (it was started
     /// by the runtime, outside the sandbox) and the system's CA certificates.
-    pub fn new(upstream_url: &str) -> Result<Self> {
-        let upstream = Upstream::parse(upstream_url).context("read the gateway's upstream")?;
+    pub fn new(config: &super::Config) -> Result<Self> {
+        let upstream = Upstream::parse(&config.upstream).context("read the gateway's upstream")?;
         let tls = if upstream.tls { Some(tls_config()?) } else { None };
         Ok(Self {
             upstream,
             credential: Credential::from_env(),
             tls,
+            server_tools: config.tools().context("read the gateway's server tools")?,
         })
     }
 }

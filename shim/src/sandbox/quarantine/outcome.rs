@@ -28,10 +28,11 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The report on stderr, one line per entry.
+    /// The report on stderr, one line per entry (the paths are the sandbox's
+    /// to name, so their control characters are shown escaped).
     pub fn print(&self) {
         for line in self.lines() {
-            eprintln!("{line}");
+            eprintln!("{}", crate::terminal::escaped(&line));
         }
     }
 

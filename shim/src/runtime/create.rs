@@ -316,6 +316,10 @@ impl Runtime {
         self.write_meta(id, meta)?;
         if let Some((path, plan)) = own_limits {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
+            if let Some(pid) = container.pid() {
+                cgroup_v1_unprivileged::check_joined(pid.as_raw(), &path, &plan)
+                    .with_context(|| format!("limit container {id}"))?;
+            }
         }
         self.check_placed(id, &spec, &container)?;
         if let Some(pid) = container.pid() {

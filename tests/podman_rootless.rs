@@ -14,14 +14,20 @@ use claude_shim_e2e::{assert_gone, processes_of};
 
 const RUNTIMES: [&str; 2] = ["runc", "claude-shim"];
 
+/// `run --runtime RT --network none FLAGS IMAGE CMD...`, podman's arguments.
+fn run_args<'a>(rt: &'a str, flags: &[&'a str], cmd: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", "--runtime", rt, "--network", "none"];
+    args.extend_from_slice(flags);
+    args.push(USER_IMAGE);
+    args.extend_from_slice(cmd);
+    args
+}
+
 /// `podman run --rm --runtime RT --network none FLAGS IMAGE CMD...` under
 /// each runtime; both outputs are printed, for the record.
 fn under_both(pm: &UserPodman, flags: &[&str], cmd: &[&str]) -> [Output; 2] {
     RUNTIMES.map(|rt| {
-        let mut args = vec!["run", "--rm", "--runtime", rt, "--network", "none"];
-        args.extend_from_slice(flags);
-        args.push(USER_IMAGE);
-        args.extend_from_slice(cmd);
+        let args = run_args(rt, &[&["--rm"], flags].concat(), cmd);
         let out = pm.run(&args);
         eprintln!(
             "podman {}\n  {rt}: exit {:?}\n  stdout: {:?}\n  stderr: {:?}",
@@ -78,20 +84,7 @@ fn run_exec_and_stop_as_written_in_the_issue() {
     const LOOP: &str = "trap 'echo got-term; exit 0' TERM; echo ready > /tmp/ready; while :; do sleep 0.1; done";
     for rt in RUNTIMES {
         let name = format!("d-{rt}");
-        pm.ok(&[
-            "run",
-            "-d",
-            "--name",
-            &name,
-            "--runtime",
-            rt,
-            "--network",
-            "none",
-            USER_IMAGE,
-            "sh",
-            "-c",
-            LOOP,
-        ]);
+        pm.ok(&run_args(rt, &["-d", "--name", &name], &["sh", "-c", LOOP]));
         wait_until(Duration::from_secs(10), "the loop to start", || {
             pm.run(&["exec", &name, "cat", "/tmp/ready"])
                 .status
@@ -125,19 +118,7 @@ fn run_exec_and_stop_as_written_in_the_issue() {
 fn interactive_at_a_terminal() {
     let pm = UserPodman::new();
     for rt in RUNTIMES {
-        let (code, seen) = pm.at_pty(&[
-            "run",
-            "--rm",
-            "-it",
-            "--runtime",
-            rt,
-            "--network",
-            "none",
-            USER_IMAGE,
-            "sh",
-            "-c",
-            "tty; echo in-tty",
-        ]);
+        let (code, seen) = pm.at_pty(&run_args(rt, &["--rm", "-it"], &["sh", "-c", "tty; echo in-tty"]));
         eprintln!("podman run --rm -it under {rt}: exit {code:?}, terminal {seen:?}");
         assert_eq!(code, Some(0), "{rt}: {seen}");
         assert!(seen.contains("/dev/pts/0") && seen.contains("in-tty"), "{rt}: {seen}");

@@ -140,16 +140,7 @@ impl UserPodman {
 
     /// Every container id this podman created (from its event log).
     pub fn container_ids(&self) -> Vec<String> {
-        let log = fs::read_to_string(self.dir.path().join("events.log")).unwrap_or_default();
-        let mut ids: Vec<String> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["Type"] == "container")
-            .filter_map(|v| v["ID"].as_str().map(str::to_owned))
-            .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+        super::podman::container_ids_in(&self.dir.path().join("events.log"))
     }
 
     /// Removes what the user's podman made: containers, then the image.

@@ -7,6 +7,7 @@ mod containerd;
 mod daemon;
 mod leaks;
 mod podman;
+mod user_podman;
 mod workload;
 
 pub use crate::output_of;
@@ -18,4 +19,5 @@ pub use leaks::{
     assert_nothing_left, daemon_leaks, entries, mounts_under, processes_mentioning, remove_cgroup_tree, sockets_under,
 };
 pub use podman::{Podman, DEFAULT_ROOT};
+pub use user_podman::{UserPodman, USER_IMAGE};
 pub use workload::{assert_workload_matches, WORKLOAD};

@@ -20,7 +20,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 use nix::fcntl::{Flock, FlockArg};
 
 use super::cgroup::cgroup_manager;
-use super::kernel::{has_new_namespace, is_root};
+use super::kernel::{has_new_namespace, in_user_ns, is_root};
 use super::{creator, own};
 use crate::state::Meta;
 
@@ -58,11 +58,7 @@ impl Runtime {
     pub fn new(root: Option<&Path>, systemd_cgroup: bool) -> Result<Self> {
         let root = match root {
             Some(r) => r.to_path_buf(),
-            None if is_root() => PathBuf::from("/run/claude-shim"),
-            None => match std::env::var_os("XDG_RUNTIME_DIR") {
-                Some(dir) if Path::new(&dir).is_dir() => Path::new(&dir).join("claude-shim"),
-                _ => std::env::temp_dir().join(format!("claude-shim-{}", nix::unistd::geteuid())),
-            },
+            None => default_root(),
         };
         Ok(Self {
             root,
@@ -171,6 +167,21 @@ impl Runtime {
                 Err(e) => bail!("load container {id}: {e}"),
             }
         }
+    }
+}
+
+/// Where state goes without `--root`, as runc chooses it: root of the
+/// initial user namespace keeps /run; anyone else, including uid 0 in a user
+/// namespace an engine made (rootless podman passes no --root and cannot
+/// write /run), uses $XDG_RUNTIME_DIR. runc leaves a namespace's root whose
+/// $USER says root (a container's own root) on /run; so does this.
+fn default_root() -> PathBuf {
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| Path::new(d).is_dir());
+    let namespace_root = is_root() && in_user_ns() && std::env::var_os("USER").is_none_or(|u| u != "root");
+    match xdg {
+        Some(dir) if !is_root() || namespace_root => Path::new(&dir).join("claude-shim"),
+        _ if is_root() => PathBuf::from("/run/claude-shim"),
+        _ => std::env::temp_dir().join(format!("claude-shim-{}", nix::unistd::geteuid())),
     }
 }
 

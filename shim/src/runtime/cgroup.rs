@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use libcgroups::common::CgroupConfig;
+use libcontainer::oci_spec::runtime::LinuxResources;
 
 /// The cgroup every container must be below (a cgroup path such as
 /// `/kubepods` or `/machine`); `/` (the default) allows any cgroup but a
@@ -283,6 +284,16 @@ pub fn remove(dirs: &[PathBuf]) -> Result<()> {
         1 => bail!("remove cgroup {}", left[0]),
         n => bail!("remove cgroup {} (and {} more hierarchies)", left[0], n - 1),
     }
+}
+
+/// Whether `resources` asks for any limit a cgroup must hold. Device rules
+/// alone do not: rootless they are moot or refused (runtime/devices.rs). An
+/// engine's `"resources": {}` asks for nothing.
+pub fn asks_limits(resources: Option<&LinuxResources>) -> bool {
+    !super::cgroup_v2::controllers_for(resources).is_empty()
+        || resources.is_some_and(|r| {
+            r.network().is_some() || r.rdma().is_some() || r.unified().as_ref().is_some_and(|u| !u.is_empty())
+        })
 }
 
 pub fn cgroup_manager(path: &Path, id: &str, systemd: bool) -> Result<libcgroups::common::AnyCgroupManager> {

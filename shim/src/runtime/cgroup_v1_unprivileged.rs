@@ -87,6 +87,28 @@ pub fn apply(cgroups_path: &Path, plan: &[(&'static str, &'static str, String)])
     Ok(())
 }
 
+/// Refuses an init that is not in the container's cgroup of every limited
+/// controller: libcgroups leaves a rootless process where it is when it may
+/// not join (vendor/README.md), and a limit written beside it holds nothing.
+pub fn check_joined(pid: i32, cgroups_path: &Path, plan: &[(&'static str, &'static str, String)]) -> Result<()> {
+    let path = format!("/proc/{pid}/cgroup");
+    let text = fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+    for (controller, _, _) in plan {
+        let joined = text.lines().any(|l| {
+            let mut f = l.splitn(3, ':').skip(1);
+            let (names, at) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
+            names.split(',').any(|n| n == *controller) && Path::new(at) == cgroups_path
+        });
+        if !joined {
+            bail!(
+                "limit {controller}: the init is not in cgroup {} ({path} says otherwise)",
+                cgroups_path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The kernel rounds memory limits to pages.
 fn numeric_close(back: &str, want: &str) -> bool {
     match (back.parse::<i64>(), want.parse::<i64>()) {

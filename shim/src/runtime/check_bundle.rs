@@ -10,8 +10,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use super::base::{validate_id, Runtime};
-use super::kernel::{caps_effective, has_new_namespace, is_root};
-use super::{cgroup, cgroup_v2, guards, validate};
+use super::kernel::{caps_effective, has_new_namespace, is_host_root, is_root};
+use super::{cgroup, cgroup_userns, cgroup_v2, guards, validate};
 
 /// A bundle `check_bundle` accepted: the spec adapted by the guards, with the
 /// rootfs resolved and the cgroup path confined.
@@ -79,7 +79,7 @@ impl Runtime {
 
         let user_ns = has_new_namespace(&spec, LinuxNamespaceType::User);
         let caller = guards::Caller {
-            may_raise_rlimits: is_root() && !user_ns && has_cap_sys_resource(),
+            may_raise_rlimits: is_host_root() && !user_ns && has_cap_sys_resource(),
         };
         for w in guards::apply(&mut spec, &caller)? {
             tracing::warn!("{w}");
@@ -119,12 +119,14 @@ impl Runtime {
         }
         if self.systemd_cgroup {
             // runc's slice:prefix:name; systemd names the scope claude-shim-<id>.scope.
-            let slice = if is_root() { "system.slice" } else { "user.slice" };
+            let slice = if is_host_root() { "system.slice" } else { "user.slice" };
             linux.set_cgroups_path(Some(PathBuf::from(format!("{slice}:claude-shim:{id}"))));
             return Ok(());
         }
-        let path = if is_root() {
+        let path = if is_host_root() {
             cgroup_v2::root_parent()?.join(id)
+        } else if is_root() {
+            cgroup_userns::default_path(linux.resources().as_ref(), id)?
         } else if cgroup_v2::is_unified() {
             let needed = cgroup_v2::controllers_for(linux.resources().as_ref());
             match cgroup_v2::delegated(&needed)? {

@@ -19,7 +19,7 @@ use nix::fcntl::{Flock, FlockArg};
 use super::base::{libcontainer_error, IdLock, Runtime, OURS};
 use super::check_bundle::CheckedBundle;
 use super::executor::ShimExecutor;
-use super::kernel::{has_namespace, has_new_namespace, in_user_ns, is_root};
+use super::kernel::{has_namespace, has_new_namespace, is_host_root, is_root};
 use super::{
     cgroup, cgroup_v1_unprivileged, cgroup_v2, creator, devices, host_mounts, loopback, pid_file, seccomp_cache,
 };
@@ -60,7 +60,7 @@ impl DeviceControl {
     fn of(systemd_cgroup: bool) -> Self {
         if !cgroup_v2::is_unified() {
             DeviceControl::V1
-        } else if !is_root() || in_user_ns() {
+        } else if !is_host_root() {
             DeviceControl::Rootless
         } else if systemd_cgroup {
             DeviceControl::SystemdScope
@@ -235,8 +235,8 @@ impl Runtime {
             // Unprivileged without limits (resources.best_effort): the
             // container stays in the caller's cgroup, as libcgroups leaves it.
             Err(e)
-                if !is_root()
-                    && spec.linux().as_ref().is_none_or(|l| l.resources().is_none())
+                if !is_host_root()
+                    && !cgroup::asks_limits(spec.linux().as_ref().and_then(|l| l.resources().as_ref()))
                     && e.chain().any(|c| {
                         c.downcast_ref::<std::io::Error>()
                             .is_some_and(|io| io.kind() == ErrorKind::PermissionDenied)
@@ -255,7 +255,7 @@ impl Runtime {
         // Unprivileged on cgroup v1, libcontainer cannot apply any limit
         // (see cgroup_v1_unprivileged); the runtime does, before the start.
         let mut own_limits = None;
-        if !is_root() && cgroup_v1_unprivileged::is_v1() {
+        if !is_host_root() && cgroup_v1_unprivileged::is_v1() {
             if let Some(linux) = spec.linux_mut() {
                 if let Some(resources) = linux.resources().clone() {
                     let plan =
@@ -316,6 +316,10 @@ impl Runtime {
         self.write_meta(id, meta)?;
         if let Some((path, plan)) = own_limits {
             cgroup_v1_unprivileged::apply(&path, &plan).with_context(|| format!("limit container {id}"))?;
+            if let Some(pid) = container.pid() {
+                cgroup_v1_unprivileged::check_joined(pid.as_raw(), &path, &plan)
+                    .with_context(|| format!("limit container {id}"))?;
+            }
         }
         self.check_placed(id, &spec, &container)?;
         if let Some(pid) = container.pid() {

@@ -13,7 +13,7 @@ use libcontainer::syscall::syscall::SyscallType;
 
 use super::base::{libcontainer_error, status_name, Runtime};
 use super::executor::ShimExecutor;
-use super::kernel::{caps_effective, has_new_namespace, is_root};
+use super::kernel::{caps_effective, has_new_namespace, is_host_root};
 use super::{cgroup_v2, pid_file, seccomp_cache};
 
 impl Runtime {
@@ -27,7 +27,7 @@ impl Runtime {
             ContainerStatus::Paused if req.ignore_paused => {}
             s => bail!("exec in container {id}: it is {}, not running", status_name(s)),
         }
-        if !is_root() && !c.systemd() && cgroup_v2::is_unified() {
+        if !is_host_root() && !c.systemd() && cgroup_v2::is_unified() {
             let path = c
                 .spec()
                 .map_err(|e| anyhow!("read config of container {id}: {e}"))?

@@ -16,6 +16,7 @@
 
 mod base;
 pub mod cgroup;
+pub mod cgroup_userns;
 pub mod cgroup_v1_unprivileged;
 pub mod cgroup_v2;
 mod check_bundle;

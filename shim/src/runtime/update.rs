@@ -8,7 +8,7 @@ use libcontainer::oci_spec::runtime::LinuxResources;
 use super::base::Runtime;
 use super::cgroup::cgroup_manager;
 use super::cgroup_v2;
-use super::kernel::{in_user_ns, is_root};
+use super::kernel::is_host_root;
 
 impl Runtime {
     pub fn update(&self, id: &str, resources: &LinuxResources) -> Result<()> {
@@ -20,7 +20,7 @@ impl Runtime {
             .spec()
             .map_err(|e| anyhow!("read config of container {id}: {e}"))?
             .cgroup_path;
-        let m = cgroup_manager(&path, id, c.systemd())?.with_rootless(!is_root() || in_user_ns());
+        let m = cgroup_manager(&path, id, c.systemd())?.with_rootless(!is_host_root());
         let effective = self.effective_spec(id).ok();
         // On cgroup v2 every apply rebuilds the device program, from the
         // rules create used (runc's update keeps them too).

@@ -121,16 +121,7 @@ impl Podman {
 
     /// Every container id this podman ever created (from its event log).
     pub fn container_ids(&self) -> Vec<String> {
-        let log = fs::read_to_string(self.dir.path().join("events.log")).unwrap_or_default();
-        let mut ids: Vec<String> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["Type"] == "container")
-            .filter_map(|v| v["ID"].as_str().map(str::to_owned))
-            .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+        container_ids_in(&self.dir.path().join("events.log"))
     }
 
     /// Asserts podman and claude-shim left nothing: no container in `podman
@@ -213,4 +204,18 @@ impl Drop for Podman {
         }
         let _ = remove_cgroup_tree(&self.cgroup_parent);
     }
+}
+
+/// Every container id a podman event log (events_logger = "file") names.
+pub fn container_ids_in(events_log: &Path) -> Vec<String> {
+    let log = fs::read_to_string(events_log).unwrap_or_default();
+    let mut ids: Vec<String> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["Type"] == "container")
+        .filter_map(|v| v["ID"].as_str().map(str::to_owned))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }

@@ -125,12 +125,14 @@ impl CgroupManager for AnyCgroupManager {
 impl AnyCgroupManager {
     /// Marks the cgroup manager as operating in a rootless environment.
     ///
-    /// Only affects the v2 manager.
-    #[cfg_attr(not(feature = "v2"), allow(unused_variables))]
+    /// Affects the v2 manager and, claude-shim's change, the v1 manager.
+    #[cfg_attr(not(any(feature = "v1", feature = "v2")), allow(unused_variables))]
     pub fn with_rootless(self, rootless: bool) -> Self {
         match self {
             #[cfg(feature = "v2")]
             AnyCgroupManager::V2(m) => AnyCgroupManager::V2(m.with_rootless(rootless)),
+            #[cfg(feature = "v1")]
+            AnyCgroupManager::V1(m) => AnyCgroupManager::V1(m.with_rootless(rootless)),
             other => other,
         }
     }

@@ -8,7 +8,6 @@ use oci_spec::runtime::{Linux, LinuxIdMapping, LinuxNamespace, LinuxNamespaceTyp
 use crate::error::MissingSpecError;
 use crate::namespaces::{NamespaceError, Namespaces};
 use crate::syscall::syscall::{Syscall, create_syscall};
-use crate::utils;
 // Wrap the uid/gid path function into a struct for dependency injection. This
 // allows us to mock the id mapping logic in unit tests by using a different
 // base path other than `/proc`.
@@ -123,6 +122,8 @@ pub enum MappingError {
     NoIDMapping,
     #[error("failed to write id mapping")]
     WriteIDMapping(#[source] std::io::Error),
+    #[error("{0} failed: {1}")]
+    Helper(String, String),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -161,9 +162,14 @@ impl UserNamespaceConfig {
                 err
             })?;
             let mut user_ns_config = UserNamespaceConfig::try_from(linux)?;
-            if let Some((uid_binary, gid_binary)) = lookup_map_binaries(linux)? {
-                user_ns_config.newuidmap = Some(uid_binary);
-                user_ns_config.newgidmap = Some(gid_binary);
+            // claude-shim: a runtime that may map freely writes every line
+            // itself, as runc does; the setuid helpers are for the others
+            // (run from a user namespace they check the wrong user's ranges).
+            if !user_ns_config.privileged {
+                if let Some((uid_binary, gid_binary)) = lookup_map_binaries(linux)? {
+                    user_ns_config.newuidmap = Some(uid_binary);
+                    user_ns_config.newgidmap = Some(gid_binary);
+                }
             }
 
             Ok(Some(user_ns_config))
@@ -220,10 +226,22 @@ impl TryFrom<&Linux> for UserNamespaceConfig {
             uid_mappings: linux.uid_mappings().to_owned(),
             gid_mappings: linux.gid_mappings().to_owned(),
             user_namespace: user_namespace.cloned(),
-            privileged: !utils::rootless_required(&*syscall)?,
+            privileged: may_map_freely(&*syscall),
             id_mapper: UserNamespaceIDMapper::new(),
         })
     }
+}
+
+/// claude-shim: whether the runtime may write the new namespace's id maps
+/// without first denying setgroups: it runs as uid 0 of its own user
+/// namespace, initial or not. uid 0 in a namespace its engine made (rootless
+/// podman's `--userns=keep-id`) holds CAP_SETUID/CAP_SETGID over the parent
+/// of the namespace it makes, and the kernel admits only ids mapped there;
+/// runc decides the same from the euid alone. Upstream took such a runtime
+/// for an unprivileged user and refused supplementary groups
+/// (CVE-2014-8989 concerns a user who has no such capability).
+fn may_map_freely(syscall: &dyn Syscall) -> bool {
+    syscall.get_euid().is_root()
 }
 
 pub fn unprivileged_user_ns_enabled() -> Result<bool> {
@@ -287,7 +305,7 @@ fn validate_spec_for_new_user_ns(
         .as_ref()
         .and_then(|process| process.user().additional_gids().as_ref())
     {
-        let privileged = !utils::rootless_required(syscall)?;
+        let privileged = may_map_freely(syscall);
 
         match (privileged, additional_gids.is_empty()) {
             (true, false) => {
@@ -408,19 +426,21 @@ fn write_id_mapping(
 ) -> std::result::Result<(), MappingError> {
     tracing::debug!("Write ID mapping: {:?}", mappings);
 
-    match mappings.len() {
-        0 => return Err(MappingError::NoIDMapping),
-        1 => {
+    match (mappings.len(), map_binary) {
+        (0, _) => return Err(MappingError::NoIDMapping),
+        // claude-shim: every line in one write (the kernel takes one write
+        // per map); upstream sent more than one line to the helper always.
+        (_, None) => {
             let mapping = mappings
-                .first()
-                .and_then(|m| format!("{} {} {}", m.container_id(), m.host_id(), m.size()).into())
-                .unwrap();
+                .iter()
+                .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
+                .collect::<String>();
             std::fs::write(map_file, &mapping).map_err(|err| {
                 tracing::error!(?err, ?map_file, ?mapping, "failed to write uid/gid mapping");
                 MappingError::WriteIDMapping(err)
             })?;
         }
-        _ => {
+        (_, Some(map_binary)) => {
             let args: Vec<String> = mappings
                 .iter()
                 .flat_map(|m| {
@@ -432,10 +452,7 @@ fn write_id_mapping(
                 })
                 .collect();
 
-            // we can be certain here that map_binary will not be None,
-            // as in the lookup_map_binaries function, we return error
-            // if there are mappings.len() > 1 and binaries are not present
-            Command::new(map_binary.unwrap())
+            let out = Command::new(map_binary)
                 .arg(pid.to_string())
                 .args(args)
                 .output()
@@ -443,6 +460,14 @@ fn write_id_mapping(
                     tracing::error!(?err, ?map_binary, "failed to execute newuidmap/newgidmap");
                     MappingError::Execute(err)
                 })?;
+            // claude-shim: upstream ignored the helper's status, and the
+            // container then failed later on an unmapped id (setresgid EINVAL).
+            if !out.status.success() {
+                return Err(MappingError::Helper(
+                    map_binary.display().to_string(),
+                    String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                ));
+            }
         }
     }
 

@@ -32,6 +32,7 @@ use crate::stats::{PidStatsError, Stats, StatsProvider};
 
 pub struct Manager {
     subsystems: HashMap<CtrlType, PathBuf>,
+    rootless: bool,
 }
 
 #[derive(thiserror::Error, Debug)]
@@ -105,7 +106,39 @@ impl Manager {
             }
         }
 
-        Ok(Manager { subsystems })
+        Ok(Manager {
+            subsystems,
+            rootless: false,
+        })
+    }
+
+    /// claude-shim: marks the manager as run by a caller without the right
+    /// to make cgroups (unprivileged, or uid 0 in a user namespace an engine
+    /// made): a hierarchy where it may neither make the container's cgroup
+    /// nor join it leaves the process in its current cgroup, as runc does
+    /// rootless, instead of failing the create. Limits still fail there.
+    pub fn with_rootless(mut self, rootless: bool) -> Self {
+        self.rootless = rootless;
+        self
+    }
+
+    /// Rootless: why `cgroup_path` can be neither made nor joined, if so.
+    fn rootless_blocked(cgroup_path: &Path) -> Option<std::io::Error> {
+        let err = match fs::create_dir_all(cgroup_path) {
+            Err(e) => e,
+            Ok(()) => match nix::unistd::access(
+                &cgroup_path.join("tasks"),
+                nix::unistd::AccessFlags::W_OK,
+            ) {
+                Ok(()) => return None,
+                Err(e) => e.into(),
+            },
+        };
+        let denied = matches!(
+            err.raw_os_error().map(nix::errno::Errno::from_raw),
+            Some(nix::errno::Errno::EACCES | nix::errno::Errno::EROFS | nix::errno::Errno::EPERM)
+        );
+        denied.then_some(err)
     }
 
     fn get_subsystem_path(
@@ -189,6 +222,15 @@ impl CgroupManager for Manager {
 
     fn add_task(&self, pid: Pid) -> Result<(), Self::Error> {
         for (ctrl_type, cgroup_path) in &self.subsystems {
+            if self.rootless {
+                if let Some(err) = Self::rootless_blocked(cgroup_path) {
+                    tracing::debug!(
+                        "rootless cgroup: cannot join {cgroup_path:?}: {err}; \
+                         leaving process in its current cgroup"
+                    );
+                    continue;
+                }
+            }
             match ctrl_type {
                 CtrlType::Cpu => Cpu::add_task(pid, cgroup_path)?,
                 CtrlType::CpuAcct => CpuAcct::add_task(pid, cgroup_path)?,

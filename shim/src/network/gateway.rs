@@ -21,57 +21,13 @@ mod serve;
 mod target;
 mod upstream;
 
-use serde::{Deserialize, Serialize};
-
 pub use self::serve::serve;
-pub use self::upstream::{Credential, Gateway, Upstream};
+pub use self::upstream::{Config, Credential, Gateway, Upstream, ANNOTATION, TOOLS_ANNOTATION};
 
 /// Where the gateway listens inside the sandbox.
 pub const PORT: u16 = 3180;
-/// The annotation that asks for a gateway; its value is the upstream URL.
-pub const ANNOTATION: &str = "run.claude-shim.gateway";
-/// The annotation naming the server tools a request may use (comma-separated
-/// `[claude] server_tools`); absent, none.
-pub const TOOLS_ANNOTATION: &str = "run.claude-shim.gateway.server-tools";
 /// The base URL the agent is given.
 pub const BASE_URL: &str = "http://127.0.0.1:3180";
 
 /// The variables the credential is read from, outside, in this order.
 pub const CREDENTIAL_VARS: &[&str] = &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"];
-
-/// What the network plan holds for the gateway, from the annotations.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    pub upstream: String,
-    #[serde(default)]
-    pub server_tools: Vec<String>,
-}
-
-impl Config {
-    /// From the two annotations' values, checked.
-    pub fn parse(upstream: &str, server_tools: Option<&str>) -> anyhow::Result<Self> {
-        use anyhow::Context;
-        Upstream::parse(upstream).with_context(|| format!("read annotation {ANNOTATION}"))?;
-        let cfg = Self {
-            upstream: upstream.to_owned(),
-            server_tools: server_tools
-                .unwrap_or_default()
-                .split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        };
-        cfg.tools()
-            .with_context(|| format!("read annotation {TOOLS_ANNOTATION}"))?;
-        Ok(cfg)
-    }
-
-    pub fn tools(&self) -> anyhow::Result<Vec<claude_shim_bundle::policy::values::ServerTool>> {
-        self.server_tools
-            .iter()
-            .map(|t| t.parse().map_err(|e: String| anyhow::anyhow!(e)))
-            .collect()
-    }
-}

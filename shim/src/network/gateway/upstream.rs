@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use claude_shim_bundle::policy::values::ServerTool;
+use serde::{Deserialize, Serialize};
 
 #[derive(Clone, PartialEq, Eq)]
 pub enum Credential {
@@ -105,7 +106,7 @@ pub struct Gateway {
 impl Gateway {
     /// Reads the credential from this process's environment (it was started
     /// by the runtime, outside the sandbox) and the system's CA certificates.
-    pub fn new(config: &super::Config) -> Result<Self> {
+    pub fn new(config: &Config) -> Result<Self> {
         let upstream = Upstream::parse(&config.upstream).context("read the gateway's upstream")?;
         let tls = if upstream.tls { Some(tls_config()?) } else { None };
         Ok(Self {
@@ -133,6 +134,47 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// The annotation that asks for a gateway; its value is the upstream URL.
+pub const ANNOTATION: &str = "run.claude-shim.gateway";
+/// The annotation naming the server tools a request may use (comma-separated
+/// `[claude] server_tools`); absent, none.
+pub const TOOLS_ANNOTATION: &str = "run.claude-shim.gateway.server-tools";
+/// What the network plan holds for the gateway, from the annotations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub upstream: String,
+    #[serde(default)]
+    pub server_tools: Vec<String>,
+}
+
+impl Config {
+    /// From the two annotations' values, checked.
+    pub fn parse(upstream: &str, server_tools: Option<&str>) -> Result<Self> {
+        Upstream::parse(upstream).with_context(|| format!("read annotation {ANNOTATION}"))?;
+        let cfg = Self {
+            upstream: upstream.to_owned(),
+            server_tools: server_tools
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        };
+        cfg.tools()
+            .with_context(|| format!("read annotation {TOOLS_ANNOTATION}"))?;
+        Ok(cfg)
+    }
+
+    pub fn tools(&self) -> Result<Vec<ServerTool>> {
+        self.server_tools
+            .iter()
+            .map(|t| t.parse().map_err(|e: String| anyhow::anyhow!(e)))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod escape;
 pub mod fs;
 pub mod net;
+pub mod proxy;
 pub mod seccomp;
 pub mod status;
 pub mod sys;
@@ -109,7 +110,7 @@ pub fn run(check: &Check) -> Finding {
         Kind::NetlinkAddress => net::netlink_address(),
         Kind::NftablesDelete => net::nftables_delete(),
         Kind::Direct { addr, refused_with } => net::direct(addr, refused_with),
-        Kind::Proxy { listener, request } => net::proxy(listener, request),
+        Kind::Proxy { listener, request } => proxy::proxy(listener, request),
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::{env, fs, mem};
 
 use nc;
-use nix::mount::{MntFlags, MsFlags};
+use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::sys::statfs::statfs;
@@ -19,6 +19,7 @@ use pathrs::procfs::{ProcfsBase, ProcfsHandle, ProcfsHandleBuilder};
 
 use super::Result;
 use super::context::InitContext;
+use super::no_pivot;
 use super::error::InitProcessError;
 use crate::config::PersonalityDomain;
 use crate::error::MissingSpecError;
@@ -702,35 +703,11 @@ fn reopen_dev_null() -> Result<()> {
     Ok(())
 }
 
-// umount or hide the target path. If the target path is mounted
-// try to unmount it first if the unmount operation fails with EINVAL
-// then mount a tmpfs with size 0k to hide the target path.
-fn unmount_or_hide(syscall: &dyn Syscall, target: impl AsRef<Path>) -> Result<()> {
-    let target_path = target.as_ref();
-    match syscall.umount2(target_path, MntFlags::MNT_DETACH) {
-        Ok(_) => Ok(()),
-        Err(SyscallError::Nix(nix::errno::Errno::EINVAL)) => syscall
-            .mount(
-                None,
-                target_path,
-                Some("tmpfs"),
-                MsFlags::MS_RDONLY,
-                Some("size=0k"),
-            )
-            .map_err(InitProcessError::SyscallOther),
-        Err(err) => Err(InitProcessError::SyscallOther(err)),
-    }
-}
-
 fn move_root(syscall: &dyn Syscall, rootfs: &Path) -> Result<()> {
     unistd::chdir(rootfs).map_err(InitProcessError::NixOther)?;
-    // umount /sys and /proc if they are mounted, the purpose is to
-    // unmount or hide the /sys and /proc filesystems before the process changes its
-    // root to the new rootfs. thus ensure that the /sys and /proc filesystems are not
-    // accessible in the new rootfs. the logic is borrowed from crun
-    // https://github.com/containers/crun/blob/53cd1c1c697d7351d0cad23708d29bf4a7980a3a/src/libcrun/linux.c#L2780
-    unmount_or_hide(syscall, "/sys")?;
-    unmount_or_hide(syscall, "/proc")?;
+    // Every full procfs and sysfs of the host, not only /proc and /sys
+    // (claude-shim, issue 25: see no_pivot.rs).
+    no_pivot::hide_host_proc_and_sys(syscall, rootfs)?;
     syscall
         .mount(Some(rootfs), Path::new("/"), None, MsFlags::MS_MOVE, None)
         .map_err(|err| {

@@ -74,6 +74,11 @@ pub fn container_init_process(
         }
     }
 
+    // Read while the host's procfs is still at hand: after the root changes a
+    // container without a procfs has none, and pathrs panicked looking for
+    // one (claude-shim, issue 25).
+    let setgroups_denied = setgroups_denied(ctx.process.user())?;
+
     apply_rest_namespaces(&ctx.ns, ctx.spec, ctx.syscall.as_ref())?;
 
     if let Some(true) = ctx.process.no_new_privileges() {
@@ -265,6 +270,7 @@ pub fn container_init_process(
         ctx.process.user(),
         &args.user_ns_config,
         ctx.syscall.as_ref(),
+        setgroups_denied,
     )
     .map_err(|err| {
         tracing::error!(?err, "failed to set supplementary gids");
@@ -773,26 +779,36 @@ fn do_pivot_root(
 //
 // Privileged user starting a normal container: Just add the supplementary groups.
 //
+/// Whether setgroups(2) is disabled in this process's user namespace
+/// (`/proc/self/setgroups` says "deny"); read only when the process asks for
+/// additional gids.
+fn setgroups_denied(user: &User) -> Result<bool> {
+    if user.additional_gids().as_ref().is_none_or(|gids| gids.is_empty()) {
+        return Ok(false);
+    }
+    let mut setgroups = String::new();
+    ProcfsHandle::new()?
+        .open(ProcfsBase::ProcSelf, "setgroups", OpenFlags::O_RDONLY)?
+        .read_to_string(&mut setgroups)
+        .map_err(|err| {
+            tracing::error!(?err, "failed to read setgroups");
+            InitProcessError::Io(err)
+        })?;
+    Ok(setgroups.trim() == "deny")
+}
+
 fn set_supplementary_gids(
     user: &User,
     user_ns_config: &Option<UserNamespaceConfig>,
     syscall: &dyn Syscall,
+    setgroups_denied: bool,
 ) -> Result<()> {
     if let Some(additional_gids) = user.additional_gids() {
         if additional_gids.is_empty() {
             return Ok(());
         }
 
-        let mut setgroups = String::new();
-        ProcfsHandle::new()?
-            .open(ProcfsBase::ProcSelf, "setgroups", OpenFlags::O_RDONLY)?
-            .read_to_string(&mut setgroups)
-            .map_err(|err| {
-                tracing::error!(?err, "failed to read setgroups");
-                InitProcessError::Io(err)
-            })?;
-
-        if setgroups.trim() == "deny" {
+        if setgroups_denied {
             tracing::error!("cannot set supplementary gids, setgroup is disabled");
             return Err(InitProcessError::SetGroupDisabled);
         }
@@ -1134,7 +1150,7 @@ mod tests {
     fn test_set_supplementary_gids() -> Result<()> {
         // gids additional gids is empty case
         let user = UserBuilder::default().build().unwrap();
-        assert!(set_supplementary_gids(&user, &None, create_syscall().as_ref()).is_ok());
+        assert!(set_supplementary_gids(&user, &None, create_syscall().as_ref(), false).is_ok());
 
         let tests = vec![
             (
@@ -1175,7 +1191,7 @@ mod tests {
         ];
         for (user, ns_config, want) in tests.into_iter() {
             let syscall = create_syscall();
-            let result = set_supplementary_gids(&user, &ns_config, syscall.as_ref());
+            let result = set_supplementary_gids(&user, &ns_config, syscall.as_ref(), false);
             match fs::read_to_string("/proc/self/setgroups")?.trim() {
                 "deny" => {
                     assert!(result.is_err());

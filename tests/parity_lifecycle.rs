@@ -47,7 +47,11 @@ fn cgroup_of(pid: i64) -> String {
         .find_map(|l| {
             let mut p = l.splitn(3, ':');
             let (_, ctl, path) = (p.next()?, p.next()?, p.next()?);
-            let wanted = if unified() { ctl.is_empty() } else { ctl.split(',').any(|c| c == "freezer") };
+            let wanted = if unified() {
+                ctl.is_empty()
+            } else {
+                ctl.split(',').any(|c| c == "freezer")
+            };
             wanted.then(|| path.to_owned())
         })
         .unwrap()
@@ -97,7 +101,27 @@ fn remove_tree(dir: &Path) {
             remove_tree(&e.path());
         }
     }
-    let _ = fs::remove_dir(dir);
+    // A process killed in it (a hung create's init) leaves a moment later.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fs::remove_dir(dir).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// claude-shim failing with one line, under a generous limit: the hang this
+/// guards against never returned (exit 137 is the limit's SIGKILL).
+fn fails_without_hanging(env: &Env, args: &[&str]) -> String {
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", "120"])
+        .arg(shim_path())
+        .arg("--root")
+        .arg(&env.root)
+        .args(args);
+    let out = output_of(c, env.dir.path());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "claude-shim {args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err.trim().to_owned()
 }
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
@@ -153,7 +177,8 @@ fn no_pivot_hides_every_host_procfs_and_sysfs_as_runc() {
         } else {
             c.arg(shim_path()).arg("--root").arg(&env.root);
         }
-        let out = output_of(c.args(args), env.dir.path());
+        c.args(args);
+        let out = output_of(c, env.dir.path());
         assert!(out.status.success(), "{runtime}: {}", text(&out.stderr));
         text(&out.stdout)
     };
@@ -179,7 +204,10 @@ fn no_pivot_hides_every_host_procfs_and_sysfs_as_runc() {
         }
     }
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mounts.contains(host.to_str().unwrap()), "the second mounts stayed private");
+    assert!(
+        !mounts.contains(host.to_str().unwrap()),
+        "the second mounts stayed private"
+    );
 }
 
 /// No procfs at /proc and additionalGids: the init panicked in pathrs
@@ -192,7 +220,10 @@ fn no_pivot_hides_every_host_procfs_and_sysfs_as_runc() {
 fn additional_gids_without_proc_run_without_a_panic() {
     let env = Env::new();
     let bundle = env.bundle("noproc-gids", |v| {
-        v["mounts"].as_array_mut().unwrap().retain(|m| m["destination"] != "/proc");
+        v["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|m| m["destination"] != "/proc");
         v["linux"].as_object_mut().unwrap().remove("maskedPaths");
         v["linux"].as_object_mut().unwrap().remove("readonlyPaths");
         v["process"]["user"]["additionalGids"] = serde_json::json!([5, 6]);
@@ -210,7 +241,11 @@ fn additional_gids_without_proc_run_without_a_panic() {
     let theirs = runc(&env, &run_args(&b, "runc-noproc-gids"));
     eprintln!("runc: {:?}", text(&theirs.stderr));
     assert!(!theirs.status.success());
-    assert!(text(&theirs.stderr).contains("/proc/self/fd"), "{}", text(&theirs.stderr));
+    assert!(
+        text(&theirs.stderr).contains("/proc/self/fd"),
+        "{}",
+        text(&theirs.stderr)
+    );
 }
 
 /// A cgroup frozen before create: the init stopped as it joined and create
@@ -240,7 +275,7 @@ fn a_frozen_cgroup_is_refused_at_create() {
             assert!(!out.status.success());
             assert!(text(&out.stderr).contains("container's cgroup unexpectedly frozen"));
         } else {
-            let line = env.fails(&args);
+            let line = fails_without_hanging(&env, &args);
             eprintln!("claude-shim, its cgroup frozen: {line}");
             assert!(line.contains("is frozen") && line.contains("thaw it first"), "{line}");
             env.assert_no_leaks(&id);
@@ -258,7 +293,7 @@ fn a_frozen_cgroup_is_refused_at_create() {
     let mut args = vec!["create"];
     args.extend(b.iter().map(String::as_str));
     args.push(&id);
-    let line = env.fails(&args);
+    let line = fails_without_hanging(&env, &args);
     eprintln!("claude-shim, a parent frozen: {line}");
     assert!(line.contains("is frozen") && line.contains("parent"), "{line}");
     env.assert_no_leaks(&id);
@@ -285,8 +320,46 @@ fn a_frozen_cgroup_is_refused_at_create() {
     let _ = runc(&env, &["delete", "--force", "runc-frozen-parent"]);
 }
 
-/// Runs `sleep` detached under each runtime; returns the ids.
-fn two_sleepers(env: &Env, name: &str) -> [String; 2] {
+/// `sleep` detached under each runtime (claude-shim's id first); whatever a
+/// failed assertion left is thawed and deleted when it goes.
+struct Sleepers<'a> {
+    env: &'a Env,
+    ids: [String; 2],
+}
+
+impl Drop for Sleepers<'_> {
+    fn drop(&mut self) {
+        let env = self.env;
+        for d in [
+            env.root.join(&self.ids[0]),
+            env.dir.path().join("runc").join(&self.ids[1]),
+        ] {
+            if d.exists() {
+                let _ = Command::new("chattr").arg("-i").arg(d).stderr(Stdio::null()).status();
+            }
+        }
+        for (r, id) in self.ids.iter().enumerate() {
+            let out = if r == 0 {
+                env.run(&["state", id])
+            } else {
+                runc(env, &["state", id])
+            };
+            if let Some(pid) = serde_json::from_slice::<Value>(&out.stdout)
+                .ok()
+                .and_then(|v| v["pid"].as_i64())
+            {
+                if pid > 0 && Path::new(&format!("/proc/{pid}")).exists() {
+                    let (file, _, thawed) = freezer_of(&cgroup_of(pid));
+                    let _ = fs::write(file, thawed);
+                }
+            }
+        }
+        let _ = env.run(&["delete", "--force", &self.ids[0]]);
+        let _ = runc(env, &["delete", "--force", &self.ids[1]]);
+    }
+}
+
+fn two_sleepers<'a>(env: &'a Env, name: &str) -> Sleepers<'a> {
     let bundle = env.bundle(name, |v| set_args(v, &["sleep", "1000"]));
     let b = in_bundle(&bundle);
     let ids = [unique_id(name), format!("runc-{}", unique_id(name))];
@@ -294,7 +367,7 @@ fn two_sleepers(env: &Env, name: &str) -> [String; 2] {
     detached.extend(b.iter().map(String::as_str));
     env.ok(&[detached.clone(), vec![ids[0].as_str()]].concat());
     runc_ok(env, &[detached, vec![ids[1].as_str()]].concat());
-    ids
+    Sleepers { env, ids }
 }
 
 fn status(env: &Env, runtime: usize, id: &str) -> String {
@@ -303,7 +376,10 @@ fn status(env: &Env, runtime: usize, id: &str) -> String {
     } else {
         runc_ok(env, &["state", id])
     };
-    serde_json::from_str::<Value>(&out).unwrap()["status"].as_str().unwrap().to_owned()
+    serde_json::from_str::<Value>(&out).unwrap()["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// A pause whose state write fails (here the container's state directory is
@@ -315,11 +391,17 @@ fn status(env: &Env, runtime: usize, id: &str) -> String {
 #[test]
 fn a_pause_that_cannot_record_itself_thaws_what_it_froze() {
     let env = Env::new();
-    let ids = two_sleepers(&env, "pause-ro");
+    let sleepers = two_sleepers(&env, "pause-ro");
+    let ids = &sleepers.ids;
     let dirs = [env.root.join(&ids[0]), env.dir.path().join("runc").join(&ids[1])];
     let chattr = |flag: &str, dir: &Path| {
         let out = Command::new("chattr").arg(flag).arg(dir).output().unwrap();
-        assert!(out.status.success(), "chattr {flag} {}: {}", dir.display(), text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "chattr {flag} {}: {}",
+            dir.display(),
+            text(&out.stderr)
+        );
     };
     for d in &dirs {
         chattr("+i", d);
@@ -352,12 +434,17 @@ fn a_pause_that_cannot_record_itself_thaws_what_it_froze() {
 #[test]
 fn a_container_frozen_behind_its_state_is_paused_and_recovers_as_under_runc() {
     let env = Env::new();
-    let ids = two_sleepers(&env, "frozen-behind");
+    let sleepers = two_sleepers(&env, "frozen-behind");
+    let ids = &sleepers.ids;
     let cgroups: Vec<String> = ids
         .iter()
         .enumerate()
         .map(|(r, id)| {
-            let out = if r == 0 { env.ok(&["state", id]) } else { runc_ok(&env, &["state", id]) };
+            let out = if r == 0 {
+                env.ok(&["state", id])
+            } else {
+                runc_ok(&env, &["state", id])
+            };
             cgroup_of(serde_json::from_str::<Value>(&out).unwrap()["pid"].as_i64().unwrap())
         })
         .collect();
@@ -374,17 +461,27 @@ fn a_container_frozen_behind_its_state_is_paused_and_recovers_as_under_runc() {
         freeze(&cgroups[r], true);
         let kill = verb(r, &["kill", id, "KILL"]);
         wait_until(&format!("{runtime}'s {id} stops"), || status(&env, r, id) == "stopped");
-        eprintln!("{runtime}: frozen -> {paused}; resume: {resume} -> {resumed}; frozen again, kill KILL: {kill} -> stopped");
+        eprintln!(
+            "{runtime}: frozen -> {paused}; resume: {resume} -> {resumed}; frozen again, kill KILL: {kill} -> stopped"
+        );
         assert_eq!((paused.as_str(), resumed.as_str()), ("paused", "running"), "{runtime}");
-        assert!(resume.starts_with("exit Some(0)") && kill.starts_with("exit Some(0)"), "{runtime}");
+        assert!(
+            resume.starts_with("exit Some(0)") && kill.starts_with("exit Some(0)"),
+            "{runtime}"
+        );
         let _ = verb(r, &["delete", id]);
     }
     env.assert_no_leaks(&ids[0]);
 
     // delete --force of a frozen one: everything goes, state and processes.
-    let ids = two_sleepers(&env, "frozen-delete");
+    let sleepers = two_sleepers(&env, "frozen-delete");
+    let ids = &sleepers.ids;
     for (r, id) in ids.iter().enumerate() {
-        let out = if r == 0 { env.ok(&["state", id]) } else { runc_ok(&env, &["state", id]) };
+        let out = if r == 0 {
+            env.ok(&["state", id])
+        } else {
+            runc_ok(&env, &["state", id])
+        };
         let pid = serde_json::from_str::<Value>(&out).unwrap()["pid"].as_i64().unwrap();
         freeze(&cgroup_of(pid), true);
         let delete = verb(r, &["delete", "--force", id]);

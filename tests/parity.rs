@@ -5,32 +5,11 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use claude_shim_e2e::oracle::*;
 use claude_shim_e2e::*;
 use serde_json::Value;
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// runc with its own state root beside the test's.
-fn runc(env: &Env, args: &[&str]) -> Output {
-    let mut c = Command::new("runc");
-    c.arg("--root").arg(env.dir.path().join("runc")).args(args);
-    output_of(c, env.dir.path())
-}
-
-fn runc_ok(env: &Env, args: &[&str]) -> String {
-    let out = runc(env, args);
-    assert!(
-        out.status.success(),
-        "runc {args:?}: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
 
 /// A private copy of the test rootfs (for specs that change it or mount over it).
 fn rootfs_copy(env: &Env, name: &str) -> PathBuf {
@@ -38,17 +17,6 @@ fn rootfs_copy(env: &Env, name: &str) -> PathBuf {
     let out = Command::new("cp").arg("-a").arg(rootfs()).arg(&dir).output().unwrap();
     assert!(out.status.success(), "cp: {}", text(&out.stderr));
     dir
-}
-
-fn in_bundle(bundle: &Path) -> Vec<String> {
-    vec!["--bundle".into(), bundle.to_string_lossy().into_owned()]
-}
-
-fn run_args<'a>(bundle: &'a [String], id: &'a str) -> Vec<&'a str> {
-    let mut v = vec!["run"];
-    v.extend(bundle.iter().map(String::as_str));
-    v.push(id);
-    v
 }
 
 #[test]

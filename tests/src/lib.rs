@@ -18,6 +18,7 @@ pub mod claude_world;
 pub mod cri;
 pub mod docker;
 pub mod engines;
+pub mod oracle;
 pub use claude_shim_mock_api as mock_api;
 
 pub fn workspace() -> PathBuf {

@@ -158,7 +158,11 @@ impl Runtime {
         let mut tries = 0;
         loop {
             match Container::load(dir.clone()) {
-                Ok(c) => return Ok(c),
+                Ok(mut c) => {
+                    // Paused is what the freezer holds, as runc reads it.
+                    super::freezer::settle_status(&mut c);
+                    return Ok(c);
+                }
                 Err(e) if tries < 5 && dir.join("state.json").exists() => {
                     tries += 1;
                     tracing::debug!("retrying state of {id}: {e}");

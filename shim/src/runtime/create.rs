@@ -21,7 +21,8 @@ use super::check_bundle::CheckedBundle;
 use super::executor::ShimExecutor;
 use super::kernel::{has_namespace, has_new_namespace, is_host_root, is_root};
 use super::{
-    cgroup, cgroup_v1_unprivileged, cgroup_v2, creator, devices, host_mounts, loopback, pid_file, seccomp_cache,
+    cgroup, cgroup_v1_unprivileged, cgroup_v2, creator, devices, freezer, host_mounts, loopback, pid_file,
+    seccomp_cache,
 };
 use crate::state::Meta;
 
@@ -248,6 +249,8 @@ impl Runtime {
             Err(e) => return Err(e),
         };
         cgroup::enable_controllers(&made);
+        // After `make`: a new cgroup below a frozen one is frozen too.
+        freezer::check_not_frozen(cgroup_dirs, &raw)?;
         meta.cgroup_own = !cgroup_dirs.is_empty() && made.len() == cgroup_dirs.len();
         meta.cgroup_dirs = made;
         self.write_meta(id, meta)?;

@@ -6,11 +6,11 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use libcontainer::container::{Container, ContainerStatus};
 
 use super::base::{libcontainer_error, Runtime};
-use super::{cgroup, host_mounts};
+use super::{cgroup, freezer, host_mounts};
 
 impl Runtime {
     /// Removes everything a container (whole or half-created) holds: its
@@ -25,16 +25,20 @@ impl Runtime {
             crate::network::stop_helpers(meta);
         }
         // state.json is missing when create was killed early.
-        let container = load_settled(&dir);
-        if let Some(c) = &container {
+        let mut container = load_settled(&dir);
+        if let Some(c) = &mut container {
+            // Frozen whatever state.json says (a pause that failed to record
+            // itself): a frozen process cannot die on cgroup v1.
+            freezer::settle_status(c);
             if c.status() == ContainerStatus::Paused {
-                // A frozen process cannot die.
                 self.set_freezer(id, c, libcgroups::common::FreezerState::Thawed);
             }
         }
         let own = self.own(id, container.as_ref());
         if let Err(e) = own.kill_and_wait(std::time::Duration::from_secs(10)) {
-            errors.push(format!("{e:#}"));
+            // Its state stays, so that another `delete --force` finds what
+            // is left, rather than processes and cgroups no state names.
+            return Err(e).with_context(|| format!("remove container {id} (its state is kept)"));
         }
         if let Some(meta) = &meta {
             // What is left in them is not the container's: it stays, and so do they.

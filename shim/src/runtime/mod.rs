@@ -28,6 +28,7 @@ pub mod devices;
 mod exec;
 pub mod executor;
 pub mod foreground;
+pub mod freezer;
 #[cfg(test)]
 mod fuzz;
 pub mod gc;

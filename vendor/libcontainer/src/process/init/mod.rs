@@ -1,5 +1,6 @@
 mod context;
 pub mod error;
+mod no_pivot;
 pub mod process;
 
 pub use process::container_init_process;

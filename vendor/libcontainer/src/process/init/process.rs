@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::{env, fs, mem};
 
 use nc;
-use nix::mount::{MntFlags, MsFlags};
+use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::sys::statfs::statfs;
@@ -19,6 +19,7 @@ use pathrs::procfs::{ProcfsBase, ProcfsHandle, ProcfsHandleBuilder};
 
 use super::Result;
 use super::context::InitContext;
+use super::no_pivot;
 use super::error::InitProcessError;
 use crate::config::PersonalityDomain;
 use crate::error::MissingSpecError;
@@ -72,6 +73,11 @@ pub fn container_init_process(
             close(stderr).map_err(InitProcessError::NixOther)?;
         }
     }
+
+    // Read while the host's procfs is still at hand: after the root changes a
+    // container without a procfs has none, and pathrs panicked looking for
+    // one (claude-shim, issue 25).
+    let setgroups_denied = setgroups_denied(ctx.process.user())?;
 
     apply_rest_namespaces(&ctx.ns, ctx.spec, ctx.syscall.as_ref())?;
 
@@ -264,6 +270,7 @@ pub fn container_init_process(
         ctx.process.user(),
         &args.user_ns_config,
         ctx.syscall.as_ref(),
+        setgroups_denied,
     )
     .map_err(|err| {
         tracing::error!(?err, "failed to set supplementary gids");
@@ -702,35 +709,11 @@ fn reopen_dev_null() -> Result<()> {
     Ok(())
 }
 
-// umount or hide the target path. If the target path is mounted
-// try to unmount it first if the unmount operation fails with EINVAL
-// then mount a tmpfs with size 0k to hide the target path.
-fn unmount_or_hide(syscall: &dyn Syscall, target: impl AsRef<Path>) -> Result<()> {
-    let target_path = target.as_ref();
-    match syscall.umount2(target_path, MntFlags::MNT_DETACH) {
-        Ok(_) => Ok(()),
-        Err(SyscallError::Nix(nix::errno::Errno::EINVAL)) => syscall
-            .mount(
-                None,
-                target_path,
-                Some("tmpfs"),
-                MsFlags::MS_RDONLY,
-                Some("size=0k"),
-            )
-            .map_err(InitProcessError::SyscallOther),
-        Err(err) => Err(InitProcessError::SyscallOther(err)),
-    }
-}
-
 fn move_root(syscall: &dyn Syscall, rootfs: &Path) -> Result<()> {
     unistd::chdir(rootfs).map_err(InitProcessError::NixOther)?;
-    // umount /sys and /proc if they are mounted, the purpose is to
-    // unmount or hide the /sys and /proc filesystems before the process changes its
-    // root to the new rootfs. thus ensure that the /sys and /proc filesystems are not
-    // accessible in the new rootfs. the logic is borrowed from crun
-    // https://github.com/containers/crun/blob/53cd1c1c697d7351d0cad23708d29bf4a7980a3a/src/libcrun/linux.c#L2780
-    unmount_or_hide(syscall, "/sys")?;
-    unmount_or_hide(syscall, "/proc")?;
+    // Every full procfs and sysfs of the host, not only /proc and /sys
+    // (claude-shim, issue 25: see no_pivot.rs).
+    no_pivot::hide_host_proc_and_sys(syscall, rootfs)?;
     syscall
         .mount(Some(rootfs), Path::new("/"), None, MsFlags::MS_MOVE, None)
         .map_err(|err| {
@@ -796,26 +779,36 @@ fn do_pivot_root(
 //
 // Privileged user starting a normal container: Just add the supplementary groups.
 //
+/// Whether setgroups(2) is disabled in this process's user namespace
+/// (`/proc/self/setgroups` says "deny"); read only when the process asks for
+/// additional gids.
+fn setgroups_denied(user: &User) -> Result<bool> {
+    if user.additional_gids().as_ref().is_none_or(|gids| gids.is_empty()) {
+        return Ok(false);
+    }
+    let mut setgroups = String::new();
+    ProcfsHandle::new()?
+        .open(ProcfsBase::ProcSelf, "setgroups", OpenFlags::O_RDONLY)?
+        .read_to_string(&mut setgroups)
+        .map_err(|err| {
+            tracing::error!(?err, "failed to read setgroups");
+            InitProcessError::Io(err)
+        })?;
+    Ok(setgroups.trim() == "deny")
+}
+
 fn set_supplementary_gids(
     user: &User,
     user_ns_config: &Option<UserNamespaceConfig>,
     syscall: &dyn Syscall,
+    setgroups_denied: bool,
 ) -> Result<()> {
     if let Some(additional_gids) = user.additional_gids() {
         if additional_gids.is_empty() {
             return Ok(());
         }
 
-        let mut setgroups = String::new();
-        ProcfsHandle::new()?
-            .open(ProcfsBase::ProcSelf, "setgroups", OpenFlags::O_RDONLY)?
-            .read_to_string(&mut setgroups)
-            .map_err(|err| {
-                tracing::error!(?err, "failed to read setgroups");
-                InitProcessError::Io(err)
-            })?;
-
-        if setgroups.trim() == "deny" {
+        if setgroups_denied {
             tracing::error!("cannot set supplementary gids, setgroup is disabled");
             return Err(InitProcessError::SetGroupDisabled);
         }
@@ -1157,7 +1150,7 @@ mod tests {
     fn test_set_supplementary_gids() -> Result<()> {
         // gids additional gids is empty case
         let user = UserBuilder::default().build().unwrap();
-        assert!(set_supplementary_gids(&user, &None, create_syscall().as_ref()).is_ok());
+        assert!(set_supplementary_gids(&user, &None, create_syscall().as_ref(), false).is_ok());
 
         let tests = vec![
             (
@@ -1198,7 +1191,7 @@ mod tests {
         ];
         for (user, ns_config, want) in tests.into_iter() {
             let syscall = create_syscall();
-            let result = set_supplementary_gids(&user, &ns_config, syscall.as_ref());
+            let result = set_supplementary_gids(&user, &ns_config, syscall.as_ref(), false);
             match fs::read_to_string("/proc/self/setgroups")?.trim() {
                 "deny" => {
                     assert!(result.is_err());

@@ -1,0 +1,41 @@
+//! runc as the oracle (issues 12 and 25): runc with a state root of its own
+//! beside the test's, and the bundle arguments both runtimes take, for the
+//! parity suites that run the same bundle under each.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::{output_of, Env};
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// runc with its own state root beside the test's.
+pub fn runc(env: &Env, args: &[&str]) -> Output {
+    let mut c = Command::new("runc");
+    c.arg("--root").arg(env.dir.path().join("runc")).args(args);
+    output_of(c, env.dir.path())
+}
+
+pub fn runc_ok(env: &Env, args: &[&str]) -> String {
+    let out = runc(env, args);
+    assert!(
+        out.status.success(),
+        "runc {args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+pub fn in_bundle(bundle: &Path) -> Vec<String> {
+    vec!["--bundle".into(), bundle.to_string_lossy().into_owned()]
+}
+
+pub fn run_args<'a>(bundle: &'a [String], id: &'a str) -> Vec<&'a str> {
+    let mut v = vec!["run"];
+    v.extend(bundle.iter().map(String::as_str));
+    v.push(id);
+    v
+}

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use libcontainer::oci_spec::runtime::LinuxResources;
 
-use super::{cgroup, cgroup_v2};
+use super::{cgroup, cgroup_v1_unprivileged, cgroup_v2};
 
 /// What the engine's user runs to get cgroups (and limits) here.
 const HOW_TO_GET_LIMITS: &str =
@@ -51,19 +51,12 @@ pub fn default_path(resources: Option<&LinuxResources>, id: &str) -> Result<Path
 /// for this process, if it is not. Ownership is seen through the namespace's
 /// map: the owner's directories belong to its uid 0.
 fn v1_undelegated(parent: &Path, owner: u32) -> Option<String> {
-    let rel = parent.strip_prefix("/").unwrap_or(parent);
-    ["memory", "pids", "cpu", "freezer", "devices"]
-        .iter()
-        .map(|c| Path::new("/sys/fs/cgroup").join(c))
-        .filter(|dir| dir.is_dir())
-        .map(|dir| dir.join(rel))
-        .find(|p| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_err())
-        .map(|p| {
-            format!(
-                "{} is missing or not writable (as root: hack/delegate-cgroups {owner})",
-                p.display()
-            )
-        })
+    cgroup_v1_unprivileged::not_delegated(parent).map(|p| {
+        format!(
+            "{} is missing or not writable (as root: hack/delegate-cgroups {owner})",
+            p.display()
+        )
+    })
 }
 
 /// The uid that `uid` of this user namespace is in its parent namespace.

@@ -10,6 +10,22 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+
+/// The v1 controllers a delegated subtree must hold (hack/delegate-cgroups).
+const DELEGATED: &[&str] = &["memory", "pids", "cpu", "freezer", "devices"];
+
+/// The first of `parent`'s directories in the mounted v1 controllers this
+/// process cannot write: libcontainer, unprivileged, can only make cgroups
+/// in a subtree root delegated.
+pub(super) fn not_delegated(parent: &Path) -> Option<PathBuf> {
+    let rel = parent.strip_prefix("/").unwrap_or(parent);
+    DELEGATED
+        .iter()
+        .map(|c| Path::new("/sys/fs/cgroup").join(c))
+        .filter(|dir| dir.is_dir())
+        .map(|dir| dir.join(rel))
+        .find(|p| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_err())
+}
 use libcontainer::oci_spec::runtime::LinuxResources;
 
 /// The cgroup files to write, in order: (controller, file, value).

@@ -11,7 +11,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use super::base::{validate_id, Runtime};
 use super::kernel::{caps_effective, has_new_namespace, is_host_root, is_root};
-use super::{cgroup, cgroup_userns, cgroup_v2, guards, validate};
+use super::{cgroup, cgroup_userns, cgroup_v1_unprivileged, cgroup_v2, guards, validate};
 
 /// A bundle `check_bundle` accepted: the spec adapted by the guards, with the
 /// rootfs resolved and the cgroup path confined.
@@ -174,22 +174,13 @@ fn confine_cgroups_path(spec: &mut Spec) -> Result<Vec<PathBuf>> {
 /// subtree root has delegated. Refuse up front, naming it, rather than fail
 /// somewhere in the middle of create.
 fn check_delegated(parent: &Path) -> Result<()> {
-    let rel = parent.strip_prefix("/").unwrap_or(parent);
-    for controller in ["memory", "pids", "cpu", "freezer", "devices"] {
-        let dir = Path::new("/sys/fs/cgroup").join(controller);
-        if !dir.is_dir() {
-            continue;
-        }
-        let path = dir.join(rel);
-        let writable = nix::unistd::access(&path, nix::unistd::AccessFlags::W_OK).is_ok();
-        if !writable {
-            bail!(
-                "find a delegated cgroup for uid {}: {} is missing or not writable (as root: hack/delegate-cgroups {})",
-                nix::unistd::geteuid(),
-                path.display(),
-                nix::unistd::geteuid()
-            );
-        }
+    if let Some(path) = cgroup_v1_unprivileged::not_delegated(parent) {
+        bail!(
+            "find a delegated cgroup for uid {}: {} is missing or not writable (as root: hack/delegate-cgroups {})",
+            nix::unistd::geteuid(),
+            path.display(),
+            nix::unistd::geteuid()
+        );
     }
     Ok(())
 }

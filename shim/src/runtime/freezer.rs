@@ -73,11 +73,11 @@ pub fn check_not_frozen(dirs: &[PathBuf], raw: &Path) -> Result<()> {
 /// The freezer of the cgroup `pid` is in, as the freezer hierarchy (v1) or
 /// the unified one (v2) places it.
 pub fn of_process(pid: i32) -> Option<Freezer> {
-    let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let dir = if cgroup_v2::is_unified() {
-        let rel = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
-        Path::new(libcgroups::common::DEFAULT_CGROUP_ROOT).join(rel.trim_start_matches('/'))
+        let rel = cgroup_v2::cgroup_of(pid).ok()?;
+        Path::new(libcgroups::common::DEFAULT_CGROUP_ROOT).join(rel.strip_prefix("/").unwrap_or(&rel))
     } else {
+        let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
         let rel = cgroups.lines().find_map(|l| {
             let mut parts = l.splitn(3, ':');
             let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);

@@ -66,6 +66,46 @@ const HOP_HEADERS: &[&str] = &[
     "upgrade",
 ];
 
+/// Why a request's body length cannot be known.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BodyLength {
+    /// Transfer-Encoding: refused, not parsed.
+    Encoded,
+    Bad(&'static str),
+}
+
+impl BodyLength {
+    pub fn why(&self) -> &'static str {
+        match self {
+            Self::Encoded => "a request body with Transfer-Encoding is not forwarded; send Content-Length",
+            Self::Bad(why) => why,
+        }
+    }
+}
+
+/// A request's body length from its Content-Length headers (0 without one).
+/// Where the body ends must be known, so that nothing after it (a second
+/// request) is forwarded: Transfer-Encoding and disagreeing copies are refused.
+pub fn body_length(headers: &[httparse::Header<'_>]) -> Result<u64, BodyLength> {
+    let mut length = None;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(BodyLength::Encoded);
+        }
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or(BodyLength::Bad("Content-Length is not a number"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(BodyLength::Bad("two different Content-Length headers"));
+            }
+            length = Some(n);
+        }
+    }
+    Ok(length.unwrap_or(0))
+}
+
 /// Ok(None): the head is not complete yet.
 pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
     let mut headers = [httparse::EMPTY_HEADER; 100];
@@ -107,7 +147,7 @@ pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
     let path = path.split('#').next().unwrap_or("/").to_owned();
     let mut head = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
     let mut has_host = false;
-    let mut content_length = None;
+    let content_length = body_length(req.headers).map_err(|e| e.why().to_owned())?;
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
         if HOP_HEADERS.contains(&name.as_str()) {
@@ -129,21 +169,6 @@ pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
                 }
                 has_host = true;
             }
-            // The body's end must be known, so that nothing after it (a
-            // second request) is forwarded.
-            "transfer-encoding" => {
-                return Err("a request body with Transfer-Encoding is not forwarded; send Content-Length".into())
-            }
-            "content-length" => {
-                let n = std::str::from_utf8(h.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .ok_or("Content-Length is not a number")?;
-                if content_length.is_some_and(|c| c != n) {
-                    return Err("two different Content-Length headers".into());
-                }
-                content_length = Some(n);
-            }
             _ => {}
         }
         head.extend_from_slice(h.name.as_bytes());
@@ -162,7 +187,7 @@ pub fn parse_http(buf: &[u8]) -> Result<Option<HttpRequest>, String> {
         port,
         upstream_head: Some(head),
         body_start: len,
-        content_length: content_length.unwrap_or(0),
+        content_length,
     }))
 }
 

@@ -9,6 +9,7 @@ use claude_shim_bundle::policy::values::ServerTool;
 use super::headers::Judged;
 use super::target;
 use super::upstream::{Credential, Upstream};
+use crate::network::wire::{body_length, BodyLength};
 
 /// The beta flag the API wants with a Claude subscription's OAuth token.
 const OAUTH_BETA: &str = "oauth-2025-04-20";
@@ -40,27 +41,17 @@ pub fn parse_request(buf: &[u8], allowed: &[ServerTool]) -> Result<Option<Reques
     };
     let method = req.method.unwrap_or_default().to_owned();
     let target = target::normalise(&method, req.path.unwrap_or_default()).map_err(|why| ("403 Forbidden", why))?;
-    let mut content_length = None;
+    let content_length = body_length(req.headers).map_err(|e| {
+        let status = match e {
+            BodyLength::Encoded => "411 Length Required",
+            BodyLength::Bad(_) => "400 Bad Request",
+        };
+        (status, e.why().to_owned())
+    })?;
     let mut expects_continue = false;
     let mut judged = Judged::default();
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
-        if name == "transfer-encoding" {
-            return Err((
-                "411 Length Required",
-                "a request body with Transfer-Encoding is not forwarded; send Content-Length".into(),
-            ));
-        }
-        if name == "content-length" {
-            let n = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .ok_or_else(|| ("400 Bad Request", "Content-Length is not a number".to_owned()))?;
-            if content_length.is_some_and(|c| c != n) {
-                return Err(("400 Bad Request", "two different Content-Length headers".into()));
-            }
-            content_length = Some(n);
-        }
         if name == "expect" && h.value.eq_ignore_ascii_case(b"100-continue") {
             expects_continue = true;
         }
@@ -70,7 +61,7 @@ pub fn parse_request(buf: &[u8], allowed: &[ServerTool]) -> Result<Option<Reques
         method,
         target,
         headers: judged,
-        content_length: content_length.unwrap_or(0),
+        content_length,
         expects_continue,
         body_start: len,
     }))

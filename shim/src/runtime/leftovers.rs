@@ -75,14 +75,37 @@ impl Runtime {
 /// Removes our state directory of a container with its lock file last, so
 /// that a runtime killed half-way leaves either a lock (the container is
 /// collected again) or an empty directory (which `gc` removes).
+///
+/// A create killed while its network helpers started leaves them running
+/// unrecorded for a moment: they see the init gone, stop pasta and exit,
+/// writing their last log lines here meanwhile. So a directory that fills
+/// again while it is emptied is emptied again, for up to a second.
 fn remove_meta_dir(dir: &Path) -> std::result::Result<(), String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match empty_and_remove(dir) {
+            Err((e, true)) if std::time::Instant::now() < deadline => {
+                tracing::debug!("{e}; emptying it again");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r.map_err(|(e, _)| e),
+        }
+    }
+}
+
+/// One pass of remove_meta_dir; an error says whether the directory was
+/// found not empty at the end (written to meanwhile).
+fn empty_and_remove(dir: &Path) -> std::result::Result<(), (String, bool)> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("read {}: {e}", dir.display())),
+        Err(e) => return Err((format!("read {}: {e}", dir.display()), false)),
     };
     let gone = |r: std::io::Result<()>, p: &Path| match r {
-        Err(e) if e.kind() != ErrorKind::NotFound => Err(format!("remove {}: {e}", p.display())),
+        Err(e) if e.kind() != ErrorKind::NotFound => Err((
+            format!("remove {}: {e}", p.display()),
+            e.kind() == ErrorKind::DirectoryNotEmpty,
+        )),
         _ => Ok(()),
     };
     for e in entries.flatten() {

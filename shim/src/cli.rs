@@ -206,6 +206,11 @@ pub struct Verify {
     /// (default: the first name on the allowlist, port 443); `none` skips it
     #[arg(long, value_name = "HOST[:PORT]|none")]
     pub reach: Option<String>,
+    /// Also run the probe, with the same expectations, under each sandbox of this
+    /// JSON list ([{"name", "argv"} or {"name", "runtime", "runtime_args", "bundle"}]),
+    /// side by side: the comparison of hack/bench's containment table
+    #[arg(long, value_name = "FILE")]
+    pub peers: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -12,3 +12,4 @@ pub mod sandbox;
 pub mod spec;
 pub mod update;
 pub mod verify;
+pub mod verify_peers;

@@ -94,6 +94,10 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
     crate::runtime::foreground::defer_termination()?;
     let policy = sandbox::load_policy(args.policy.as_deref())?;
     let reach = from_spec::Reach::parse(args.reach.as_deref())?;
+    let peers = match &args.peers {
+        Some(p) => crate::commands::verify_peers::load(p)?,
+        None => Vec::new(),
+    };
     // Held until the probes are done: see `Canary`.
     let canary = Canary::open().context("listen on a canary port of the host")?;
     let inv = sandbox::invocation(
@@ -123,6 +127,10 @@ pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
             &exp,
             &under_claude_shim(rt, &bundle, &work)?,
         )];
+        for (n, peer) in peers.iter().enumerate() {
+            let run = crate::commands::verify_peers::run(peer, &exp, &exe, &work, &inv.workdir, n)?;
+            reports.push(Report::for_expectations(&peer.name, &exp, &run));
+        }
         for runtime in &args.runtime {
             let name = runtime
                 .file_name()

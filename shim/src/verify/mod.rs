@@ -17,7 +17,7 @@ pub mod outcome;
 pub mod plan;
 pub mod probe;
 pub mod report;
-mod spec;
+pub mod spec;
 pub mod syscalls;
 
 pub use expect::Expectations;

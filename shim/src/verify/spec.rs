@@ -18,8 +18,14 @@ pub const PROBE_VERB: &str = "__probe";
 
 /// The probe's command line inside the sandbox.
 pub fn probe_args(exp: &Expectations) -> Vec<String> {
+    probe_args_at(PROBE_PATH, exp)
+}
+
+/// The probe's command line with the binary at `path` (a launcher that shows
+/// the host's files, such as bwrap, runs it where it lies).
+pub fn probe_args_at(path: &str, exp: &Expectations) -> Vec<String> {
     vec![
-        PROBE_PATH.to_owned(),
+        path.to_owned(),
         PROBE_VERB.to_owned(),
         "--expect-json".to_owned(),
         exp.to_json(),

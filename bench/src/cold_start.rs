@@ -18,7 +18,7 @@ impl<'a> Planner<'a> {
         for i in self.with_srt() {
             let tree = self.ctx.tree.clone();
             self.case(i, "", m(), State::Ready, |p, rt| {
-                let cwd = if matches!(rt.kind, Kind::Sandbox | Kind::Srt) {
+                let cwd = if matches!(rt.kind, Kind::Sandbox | Kind::Srt | Kind::Codex) {
                     tree
                 } else {
                     PathBuf::from("/")

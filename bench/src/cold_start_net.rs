@@ -43,7 +43,7 @@ impl<'a> Planner<'a> {
                 }
                 Kind::Bwrap => self.na(i, "", m(), "bwrap --unshare-all leaves only loopback; Claude Code's proxy bridge (socat) is not part of the seed's flags"),
                 // Not in all(): srt_elsewhere gives it its n/a rows.
-                Kind::Srt => {}
+                Kind::Srt | Kind::Codex => {}
                 Kind::Sandbox => self.na(i, "", m(), "the shipped policy's own network mode is what the cold start row measures"),
             }
         }

@@ -24,6 +24,7 @@ pub const RUNTIMES: &[&str] = &[
     "host",
     "bwrap",
     "srt",
+    "codex",
     "runc",
     "crun",
     "runsc",
@@ -194,6 +195,15 @@ pub(crate) fn detect(
     }
     rts.push(srt);
 
+    let codex = runtimes::find("codex");
+    tools.push(runtimes::tool_info("codex", codex.as_deref(), &["--version"]));
+    rts.push(mk(
+        Kind::Codex,
+        "codex sandbox",
+        codex,
+        "codex is not installed (npm install -g @openai/codex)",
+    ));
+
     let pasta = runtimes::find("pasta");
     tools.push(runtimes::tool_info("pasta", pasta.as_deref(), &["--version"]));
     for (name, args) in [
@@ -264,5 +274,6 @@ fn runtime_key(kind: Kind) -> &'static str {
         Kind::ClaudeShim => "claude-shim",
         Kind::Sandbox => "sandbox",
         Kind::Srt => "srt",
+        Kind::Codex => "codex",
     }
 }

@@ -29,7 +29,7 @@ impl<'a> Planner<'a> {
             match kind {
                 Kind::Host => self.na(i, "", m(), "no runtime: nothing runs beside the workload"),
                 // Not in all(): srt_elsewhere gives it its n/a rows.
-                Kind::Srt => {}
+                Kind::Srt | Kind::Codex => {}
                 Kind::Sandbox => self.na(i, "", m(), "a foreground verb; see the claude-shim bundle rows"),
                 Kind::Bwrap => {
                     let argv = sleep.clone();

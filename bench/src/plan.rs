@@ -71,7 +71,7 @@ pub(crate) fn gate(rt: &Runtime) -> State {
 impl<'a> Planner<'a> {
     pub(crate) fn launch(&mut self, rt: &Runtime, job: Job) -> Result<Launch> {
         match rt.kind {
-            Kind::Host | Kind::Sandbox | Kind::Srt => Ok(Launch::Argv {
+            Kind::Host | Kind::Sandbox | Kind::Srt | Kind::Codex => Ok(Launch::Argv {
                 argv: job.argv,
                 cwd: job.cwd,
                 bpf: None,
@@ -163,10 +163,11 @@ impl<'a> Planner<'a> {
         self.push(label, rt_i, variant, metrics, state, None);
     }
 
-    /// Every runtime but srt, which is compared on start-up only.
+    /// Every runtime but srt and Codex's sandbox, which are compared on
+    /// start-up (and containment) only.
     pub(crate) fn all(&self) -> Vec<usize> {
         (0..self.ctx.rts.len())
-            .filter(|&i| self.ctx.rts[i].kind != Kind::Srt)
+            .filter(|&i| !matches!(self.ctx.rts[i].kind, Kind::Srt | Kind::Codex))
             .collect()
     }
 
@@ -186,11 +187,13 @@ impl<'a> Planner<'a> {
     /// appears in every table.
     pub(crate) fn srt_elsewhere(&mut self, metrics: &[MetricDef]) {
         for i in 0..self.ctx.rts.len() {
-            if self.ctx.rts[i].kind != Kind::Srt {
-                continue;
-            }
+            let why = match self.ctx.rts[i].kind {
+                Kind::Srt => "srt is compared on start-up only",
+                Kind::Codex => "Codex's sandbox is compared on start-up and containment only",
+                _ => continue,
+            };
             for m in metrics {
-                self.na_unless_measured(i, m.id, "srt is compared on start-up only");
+                self.na_unless_measured(i, m.id, why);
             }
         }
     }

@@ -29,6 +29,9 @@ pub enum Kind {
     /// Anthropic's sandbox runtime (`srt`, npm @anthropic-ai/sandbox-runtime):
     /// bwrap plus its network proxies, as Claude Code's own sandbox runs commands.
     Srt,
+    /// OpenAI Codex CLI's sandbox (`codex sandbox -P :workspace`, npm @openai/codex):
+    /// bwrap plus its own seccomp filter, the working directory writable.
+    Codex,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -121,6 +124,10 @@ fn dpkg_owner(path: &Path) -> (Option<String>, Option<String>) {
     (package, version)
 }
 
+/// `codex sandbox` with Codex's built-in workspace-write profile (the working
+/// directory, given by -C, writable; the rest read-only).
+pub const CODEX_FLAGS: &[&str] = &["sandbox", "-P", ":workspace"];
+
 /// One runtime as the harness drives it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Runtime {
@@ -168,7 +175,7 @@ impl Runtime {
 
     fn bin(&self) -> Command {
         let mut c = Command::new(self.path.as_deref().unwrap_or(Path::new("/nonexistent")));
-        if !matches!(self.kind, Kind::Bwrap | Kind::Host | Kind::Srt) {
+        if !matches!(self.kind, Kind::Bwrap | Kind::Host | Kind::Srt | Kind::Codex) {
             c.arg("--root").arg(&self.root);
         }
         c
@@ -217,6 +224,16 @@ impl Runtime {
             (Kind::Srt, Launch::Argv { argv, cwd, .. }) => {
                 let mut c = self.bin();
                 c.arg("-s").arg(self.srt_settings()).args(argv).current_dir(cwd);
+                c
+            }
+            (Kind::Codex, Launch::Argv { argv, cwd, .. }) => {
+                let mut c = self.bin();
+                c.args(CODEX_FLAGS)
+                    .arg("-C")
+                    .arg(cwd)
+                    .arg("--")
+                    .args(argv)
+                    .current_dir(cwd);
                 c
             }
             (Kind::Sandbox, Launch::Argv { argv, cwd, .. }) => {
@@ -283,7 +300,10 @@ impl Runtime {
     /// not exist). `netns`: the namespace the runtime ran in (runsc's
     /// control socket is an abstract one, visible only there).
     pub fn cleanup(&self, id: &str, netns: Option<&std::sync::Arc<std::os::fd::OwnedFd>>) {
-        if matches!(self.kind, Kind::Host | Kind::Bwrap | Kind::Sandbox | Kind::Srt) {
+        if matches!(
+            self.kind,
+            Kind::Host | Kind::Bwrap | Kind::Sandbox | Kind::Srt | Kind::Codex
+        ) {
             return;
         }
         let mut c = self.bin();

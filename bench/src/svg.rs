@@ -20,7 +20,7 @@ pub fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn color(kind: Kind) -> &'static str {
+pub fn color(kind: Kind) -> &'static str {
     match kind {
         Kind::Host => "#9e9e9e",
         Kind::Bwrap => "#7e57c2",
@@ -30,6 +30,7 @@ fn color(kind: Kind) -> &'static str {
         Kind::ClaudeShim => "#f4511e",
         Kind::Sandbox => "#bf360c",
         Kind::Srt => "#5e35b1",
+        Kind::Codex => "#43a047",
     }
 }
 

@@ -55,7 +55,7 @@ impl<'a> Planner<'a> {
             match kind {
                 Kind::Host => plain(self, "", None, false, State::Ready),
                 // Not in all(): srt_elsewhere gives it its n/a rows.
-                Kind::Srt => {}
+                Kind::Srt | Kind::Codex => {}
                 Kind::Sandbox => plain(self, "shipped policy", None, false, State::Ready),
                 Kind::Bwrap => {
                     plain(self, "no seccomp", None, false, State::Ready);

@@ -110,7 +110,7 @@ impl<'a> Planner<'a> {
                     "bwrap --unshare-all leaves only loopback",
                 ),
                 // Not in all(): srt_elsewhere gives it its n/a rows.
-                Kind::Srt => {}
+                Kind::Srt | Kind::Codex => {}
                 Kind::Sandbox => self.na(
                     i,
                     "",

@@ -257,6 +257,20 @@ pub fn run(s: Settings) -> Result<i32> {
         );
     }
 
+    let containment = s
+        .metrics
+        .as_ref()
+        .is_none_or(|g| g.iter().any(|g| g == "containment"))
+        .then(|| {
+            eprintln!(
+                "claude-shim-bench: containment: the {} policy's checks in every sandbox",
+                crate::containment::POLICY
+            );
+            crate::containment::peers(&ctx, &layout, &support)
+                .and_then(|p| crate::containment::measure(&ctx, &s.claude_shim, p))
+                .map(|raw| crate::containment_table::build(&raw))
+                .map_err(|e| err_text(&e))
+        });
     if let Some(r) = peer_sink {
         r.kill();
     }
@@ -361,6 +375,8 @@ pub fn run(s: Settings) -> Result<i32> {
         targets,
         interrupted,
         notes,
+        containment: containment.as_ref().and_then(|c| c.as_ref().ok().cloned()),
+        containment_error: containment.and_then(|c| c.err()),
     };
     let dir = results_root.join(started.format("%Y%m%dT%H%M%SZ").to_string());
     let written = report::write_all(&results, &dir)?;

@@ -9,6 +9,8 @@ mod case;
 mod claude;
 mod cold_start;
 mod cold_start_net;
+mod containment;
+mod containment_table;
 mod detect;
 mod exec;
 mod machine;
@@ -42,8 +44,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "claude-shim-bench",
     about = "Compare claude-shim with runc, crun, runsc (gVisor), bwrap and the bare host on this machine",
-    after_help = "Metric groups: cold_start, cold_start_net, syscall, workload, throughput, memory, start20, claude.\n\
-                  Runtimes: host, bwrap, runc, crun, runsc, claude-shim, sandbox."
+    after_help = "Metric groups: cold_start, cold_start_net, syscall, workload, throughput, memory, start20, claude, containment.\n\
+                  Runtimes: host, bwrap, srt, codex, runc, crun, runsc, claude-shim, sandbox."
 )]
 struct Cli {
     /// Measured rounds (each runs every case once, in a new shuffled order)

@@ -16,6 +16,7 @@ pub const GROUPS: &[&str] = &[
     "memory",
     "start20",
     "claude",
+    "containment",
 ];
 
 pub(crate) fn metric_defs(s: &Settings, bytes: u64) -> Vec<MetricDef> {

@@ -109,6 +109,25 @@ pub fn markdown(r: &Results) -> String {
         let _ = writeln!(s, "- **Interrupted:** the run was stopped before its last round.");
     }
 
+    match (&r.containment, &r.containment_error) {
+        (Some(c), _) => {
+            let totals: Vec<String> = c
+                .columns
+                .iter()
+                .map(|col| format!("{} {}", col.name, col.total()))
+                .collect();
+            let _ = writeln!(
+                s,
+                "- Containment (escapes blocked / applicable, containment.md): {}",
+                totals.join("; ")
+            );
+        }
+        (None, Some(e)) => {
+            let _ = writeln!(s, "- Containment: not measured: {}", md_cell(e));
+        }
+        (None, None) => {}
+    }
+
     let _ = writeln!(s, "\n#### Targets (claude-shim; checked, not tests)\n");
     s.push_str(&targets_table(r));
 
@@ -216,6 +235,15 @@ pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
         fs::write(&p, crate::svg::chart(m, &rows, &footer)).with_context(|| format!("write {}", p.display()))?;
         written.push(p);
     }
+    if let Some(c) = &r.containment {
+        let md = dir.join("containment.md");
+        fs::write(&md, crate::containment_table::markdown(c)).with_context(|| format!("write {}", md.display()))?;
+        written.push(md);
+        let svg = dir.join("containment.svg");
+        fs::write(&svg, crate::containment_table::plot(c, &r.rows, &footer))
+            .with_context(|| format!("write {}", svg.display()))?;
+        written.push(svg);
+    }
     if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
         let latest = parent.join("latest");
         let tmp = parent.join(".latest.tmp");
@@ -253,6 +281,23 @@ pub fn update_readme(readme: &Path, r: &Results, dir: &Path) -> Result<()> {
         let _ = writeln!(section, "**Note:** {w}\n");
     }
     section.push_str(&targets_table(r));
+    if let Some(c) = &r.containment {
+        let _ = writeln!(
+            section,
+            "\nContainment: the {} policy's escape checks (`claude-shim verify`'s) run in every sandbox, escapes \
+             blocked / applicable ([{rel}/containment.md]({rel}/containment.md), plot: \
+             [{rel}/containment.svg]({rel}/containment.svg)):\n",
+            c.policy
+        );
+        for col in &c.columns {
+            let why = col
+                .reason
+                .as_deref()
+                .map(|r| format!(" (did not run: {})", md_cell(r)))
+                .unwrap_or_default();
+            let _ = writeln!(section, "- {}: {}{why}", col.name, col.total());
+        }
+    }
     let _ = writeln!(
         section,
         "\nEvery table (each runtime, min–max, CPU time, ratios to the host and runc), the method and the plots: \
@@ -324,6 +369,8 @@ mod tests {
             targets: vec![],
             interrupted: false,
             notes: vec![],
+            containment: None,
+            containment_error: None,
         };
         let res = dir.path().join("results/20260101");
         update_readme(&readme, &r, &res).unwrap();

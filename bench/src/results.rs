@@ -108,6 +108,10 @@ pub struct Results {
     pub targets: Vec<TargetResult>,
     pub interrupted: bool,
     pub notes: Vec<String>,
+    /// The containment table (group `containment`) ...
+    pub containment: Option<crate::containment_table::Containment>,
+    /// ... or why it is missing.
+    pub containment_error: Option<String>,
 }
 
 /// Three significant figures, at most two decimals.

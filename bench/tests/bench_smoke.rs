@@ -83,6 +83,7 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
         "host",
         "bwrap",
         "srt",
+        "codex",
         "runc",
         "crun",
         "runsc",
@@ -94,6 +95,8 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
             "runtime {k} is listed (present, missing or failing): {kinds:?}"
         );
     }
+
+    containment_is_complete(&r, run, &table);
 
     for m in metrics {
         let id = m["id"].as_str().unwrap();
@@ -206,4 +209,62 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
         .iter()
         .all(|t| ["met", "not_met", "not_evaluated"].contains(&t["verdict"].as_str().unwrap())));
     assert!(table.contains("#### Targets"));
+}
+
+/// The containment group: every peer's column is filled or says why not, and
+/// claude-shim's sandbox columns show what verify expects of their policies:
+/// every applicable escape blocked (a regression in containment fails here).
+fn containment_is_complete(r: &Value, run: &Path, table: &str) {
+    let c = &r["containment"];
+    assert!(c.is_object(), "the containment group ran: {}", r["containment_error"]);
+    let columns = c["columns"].as_array().unwrap();
+    let checks = c["checks"].as_array().unwrap().len();
+    assert!(checks >= 100, "the agent policy's escape checks are rows: {checks}");
+    for col in columns {
+        let name = col["name"].as_str().unwrap();
+        match col["reason"].as_str() {
+            Some(why) => assert!(!why.is_empty(), "{name} says why it did not run"),
+            None => assert!(
+                col["applicable"].as_u64().unwrap() > 0,
+                "{name} ran and has applicable checks: {col}"
+            ),
+        }
+    }
+    let col = |name: &str| {
+        columns
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap_or_else(|| panic!("no containment column {name}"))
+    };
+    let host = col("host");
+    assert_eq!(host["blocked"], 0, "the bare host blocks nothing by definition");
+    assert!(host["applicable"].as_u64().unwrap() >= 100, "{host}");
+    for name in ["claude-shim sandbox (agent)", "claude-shim sandbox (offline)"] {
+        let s = col(name);
+        assert!(s["reason"].is_null(), "{name} ran: {s}");
+        assert_eq!(
+            s["blocked"], s["applicable"],
+            "{name} blocks every applicable escape; escaped: {}",
+            s["escapes"]
+        );
+        assert!(s["applicable"].as_u64().unwrap() >= 100, "{s}");
+    }
+    for kind in ["runc", "bwrap"] {
+        let peer = columns.iter().find(|x| x["kind"] == kind && x["reason"].is_null());
+        assert!(
+            peer.is_some(),
+            "{kind} is installed here, so its containment column is measured"
+        );
+    }
+    let md = fs::read_to_string(run.join("containment.md")).unwrap();
+    for col in columns {
+        assert!(
+            md.contains(col["name"].as_str().unwrap()),
+            "containment.md has {}",
+            col["name"]
+        );
+    }
+    let svg = fs::read_to_string(run.join("containment.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("claude-shim sandbox (agent)"));
+    assert!(table.contains("- Containment (escapes blocked / applicable"));
 }

@@ -1,0 +1,369 @@
+//! The containment table from verify's output: one row per check that is an
+//! escape (what a sandbox must stop), one column per peer, B (blocked), E
+//! (escaped) or n/a, and a blocked / applicable total per column. A check
+//! the bare host cannot do either is n/a everywhere; an escape where the host
+//! also escapes is a real escape. Also the plot of start-up against score.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::containment::{column_of, Raw, AGENT_COLUMN, OFFLINE_COLUMN, POLICY};
+use crate::results::{fmt_num, Row, RowStatus};
+use crate::runtimes::Kind;
+use crate::svg::escape;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Cell {
+    B,
+    E,
+    #[serde(rename = "n/a")]
+    NotApplicable,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Column {
+    pub name: String,
+    pub kind: Kind,
+    pub variant: String,
+    /// Why the column is empty.
+    pub reason: Option<String>,
+    pub blocked: usize,
+    pub applicable: usize,
+    /// check -> cell, with what the probe observed for E cells.
+    pub cells: BTreeMap<String, Cell>,
+    pub escapes: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Containment {
+    pub policy: &'static str,
+    /// The checks, in verify's order, with their group and what blocks them.
+    pub checks: Vec<(String, String, String)>,
+    pub columns: Vec<Column>,
+}
+
+/// Checks that say what a sandbox must still allow or how it is labelled
+/// (the working directory is writable, the allowlisted host is reachable,
+/// the sentinel is set), not what it stops.
+pub fn is_escape_check(check: &str, group: &str, expected: &str) -> bool {
+    const NOT_ESCAPES: &[&str] = &[
+        "writable ",
+        "network allowlist",
+        "proxy ",
+        "hostname",
+        "user ids",
+        "env allow-list",
+        "empty home",
+    ];
+    group != "sentinel" && expected != "allowed" && !NOT_ESCAPES.iter().any(|p| check.starts_with(p))
+}
+
+/// A check the kernel itself refused without a filter (no capability, an
+/// LSM) is blocked too: the yardstick asks for a refusal, verify for a
+/// refusal by the seccomp filter.
+fn blocked(row: Option<&Value>) -> Option<bool> {
+    let row = row?;
+    match row["result"].as_str()? {
+        "PASS" => Some(true),
+        "FAIL" => {
+            let seen = row["observed"].as_str().unwrap_or_default();
+            Some(seen.contains("(kernel: EPERM)") || seen.contains("(kernel: EACCES)"))
+        }
+        _ => None,
+    }
+}
+
+fn cell_of(row: Option<&Value>, host_escapes: bool) -> Cell {
+    if !host_escapes {
+        return Cell::NotApplicable;
+    }
+    match blocked(row) {
+        Some(true) => Cell::B,
+        Some(false) => Cell::E,
+        None => Cell::NotApplicable,
+    }
+}
+
+pub fn build(raw: &Raw) -> Containment {
+    let host = column_of(&raw.agent, Some("host"));
+    let mut checks = Vec::new();
+    for row in raw.agent.as_array().into_iter().flatten() {
+        let check = row["check"].as_str().unwrap_or_default();
+        let group = host.get(check).and_then(|r| r["group"].as_str()).unwrap_or_default();
+        let expected = row["expected"].as_str().unwrap_or_default();
+        if is_escape_check(check, group, expected) {
+            checks.push((check.to_owned(), group.to_owned(), expected.to_owned()));
+        }
+    }
+    let host_escapes = |check: &str| blocked(host.get(check)) == Some(false);
+    let column = |name: &str, kind: Kind, variant: &str, rows: Option<BTreeMap<String, Value>>, reason| {
+        let mut c = Column {
+            name: name.to_owned(),
+            kind,
+            variant: variant.to_owned(),
+            reason,
+            blocked: 0,
+            applicable: 0,
+            cells: BTreeMap::new(),
+            escapes: BTreeMap::new(),
+        };
+        let Some(rows) = rows else { return c };
+        for (check, _, _) in &checks {
+            let cell = cell_of(rows.get(check), host_escapes(check));
+            match cell {
+                Cell::B => c.blocked += 1,
+                Cell::E => {
+                    let seen = rows[check]["observed"].as_str().unwrap_or_default();
+                    c.escapes.insert(check.clone(), seen.to_owned());
+                }
+                Cell::NotApplicable => {}
+            }
+            if cell != Cell::NotApplicable {
+                c.applicable += 1;
+            }
+            c.cells.insert(check.clone(), cell);
+        }
+        c
+    };
+    let mut columns = Vec::new();
+    for p in &raw.peers {
+        let rows = p.launch.as_ref().map(|_| column_of(&raw.agent, Some(&p.name)));
+        columns.push(column(&p.name, p.kind, &p.variant, rows, p.reason.clone()));
+    }
+    columns.push(column(
+        AGENT_COLUMN,
+        Kind::Sandbox,
+        "",
+        Some(column_of(&raw.agent, Some("claude-shim"))),
+        None,
+    ));
+    match &raw.offline {
+        Ok(v) => columns.push(column(
+            OFFLINE_COLUMN,
+            Kind::Sandbox,
+            "offline",
+            Some(column_of(v, None)),
+            None,
+        )),
+        Err(e) => columns.push(column(OFFLINE_COLUMN, Kind::Sandbox, "offline", None, Some(e.clone()))),
+    }
+    Containment {
+        policy: POLICY,
+        checks,
+        columns,
+    }
+}
+
+impl Column {
+    pub fn total(&self) -> String {
+        match &self.reason {
+            Some(_) => "n/a".into(),
+            None => format!("{}/{}", self.blocked, self.applicable),
+        }
+    }
+}
+
+pub fn markdown(c: &Containment) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## Containment: the {} policy's escape checks in every sandbox\n\n\
+         B blocked (by the sandbox, or by the kernel for lack of a capability), E escaped, n/a not applicable \
+         (the bare host cannot do it either, or the check says so). The checks are `claude-shim verify`'s for that \
+         policy, run unchanged in every sandbox (`verify --peers`); what a sandbox must allow (a writable working \
+         directory, the allowlisted host) is left out.\n",
+        c.policy
+    );
+    let _ = writeln!(s, "| sandbox | blocked / applicable | escapes |");
+    let _ = writeln!(s, "|---|---|---|");
+    for col in &c.columns {
+        let escapes = match &col.reason {
+            Some(r) => format!("did not run: {}", r.replace('|', "/")),
+            None if col.escapes.is_empty() => "none".into(),
+            None => col.escapes.keys().cloned().collect::<Vec<_>>().join(", "),
+        };
+        let _ = writeln!(s, "| {} | {} | {} |", col.name, col.total(), escapes);
+    }
+    let _ = writeln!(s, "\n### Every check\n");
+    let _ = write!(s, "| check |");
+    for col in &c.columns {
+        let _ = write!(s, " {} |", col.name);
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in &c.columns {
+        let _ = write!(s, "---|");
+    }
+    s.push('\n');
+    for (check, _, _) in &c.checks {
+        let _ = write!(s, "| {} |", check.replace('|', "/"));
+        for col in &c.columns {
+            let cell = match (&col.reason, col.cells.get(check)) {
+                (Some(_), _) | (None, None) => "",
+                (None, Some(Cell::B)) => "B",
+                (None, Some(Cell::E)) => "E",
+                (None, Some(Cell::NotApplicable)) => "n/a",
+            };
+            let _ = write!(s, " {cell} |");
+        }
+        s.push('\n');
+    }
+    let _ = write!(s, "| **blocked / applicable** |");
+    for col in &c.columns {
+        let _ = write!(s, " **{}** |", col.total());
+    }
+    s.push('\n');
+    s
+}
+
+/// The start-up median of the row a column matches (`cold_start`, same
+/// runtime kind and variant), in ms.
+fn start_up(col: &Column, rows: &[Row]) -> Option<f64> {
+    let variant = if col.kind == Kind::Sandbox || col.variant == "default seccomp" {
+        ""
+    } else {
+        col.variant.as_str()
+    };
+    rows.iter()
+        .find(|r| {
+            r.metric == "cold_start"
+                && r.kind == col.kind
+                && r.variant == variant
+                && r.status == RowStatus::Ok
+                && (col.kind != Kind::Runsc && col.kind != Kind::Crun || col.name.starts_with(&r.runtime))
+        })
+        .and_then(|r| r.summary.map(|s| s.median))
+}
+
+/// Start-up (x, log scale) against the share of applicable escapes blocked (y).
+pub fn plot(c: &Containment, rows: &[Row], footer: &str) -> String {
+    let (w, h, left, top, pw, ph) = (960.0, 560.0, 70.0, 60.0, 620.0, 420.0);
+    let points: Vec<(&Column, f64, f64)> = c
+        .columns
+        .iter()
+        .filter(|col| col.reason.is_none() && col.applicable > 0 && col.kind != Kind::Host)
+        .filter_map(|col| start_up(col, rows).map(|ms| (col, ms, col.blocked as f64 / col.applicable as f64)))
+        .collect();
+    let (lo, hi) = points
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    let (lo, hi) = if points.is_empty() {
+        (1.0, 10.0)
+    } else {
+        ((lo / 1.5).max(0.01).log10(), (hi * 1.5).log10())
+    };
+    let x = |ms: f64| left + (ms.log10() - lo) / (hi - lo).max(1e-9) * pw;
+    let y = |share: f64| top + (1.0 - share) * ph;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="22" font-size="15" font-weight="bold">Start-up against containment</text>"#
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="10" y="42" fill="#555">x: cold start to exit of /bin/true, median ms (log); y: escapes blocked / applicable ({} policy's checks); up and left is better</text>"##,
+        c.policy
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>"##
+    );
+    for pct in [0, 25, 50, 75, 100] {
+        let yy = y(pct as f64 / 100.0);
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end" fill="#555">{pct}%</text>"##,
+            left - 6.0,
+            yy + 4.0
+        );
+    }
+    let mut tick = 10f64.powf(lo.floor());
+    while tick.log10() <= hi {
+        if tick.log10() >= lo {
+            let _ = writeln!(
+                s,
+                r##"<text x="{}" y="{}" text-anchor="middle" fill="#555">{}</text>"##,
+                x(tick),
+                top + ph + 16.0,
+                fmt_num(tick)
+            );
+        }
+        tick *= 10.0;
+    }
+    for (i, (col, ms, share)) in points.iter().enumerate() {
+        let (px, py) = (x(*ms), y(*share));
+        let _ = writeln!(
+            s,
+            r##"<circle cx="{px:.1}" cy="{py:.1}" r="5" fill="{}"/>"##,
+            crate::svg::color(col.kind)
+        );
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}">{} ({}, {} ms)</text>"##,
+            px + 8.0,
+            py + 4.0 + (i % 3) as f64 * 3.0,
+            escape(&col.name),
+            col.total(),
+            fmt_num(*ms)
+        );
+    }
+    let missing: Vec<String> = c
+        .columns
+        .iter()
+        .filter(|col| col.kind != Kind::Host && !points.iter().any(|p| p.0.name == col.name))
+        .map(|col| col.name.clone())
+        .collect();
+    let _ = writeln!(
+        s,
+        r##"<text x="10" y="{}" fill="#555">not plotted (no score or no start-up row in this run): {}</text>"##,
+        h - 30.0,
+        escape(&missing.join(", "))
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="10" y="{}" fill="#888" font-size="10">{}</text>"##,
+        h - 12.0,
+        escape(footer)
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_sandbox_must_allow_is_not_an_escape() {
+        assert!(is_escape_check("syscall mount", "seccomp", "blocked: EPERM"));
+        assert!(!is_escape_check("syscall fork", "seccomp", "allowed"));
+        assert!(!is_escape_check("writable /tmp", "filesystem", "writable"));
+        assert!(!is_escape_check("env IS_SANDBOX", "sentinel", "IS_SANDBOX=1"));
+        assert!(is_escape_check("env GH_TOKEN absent", "env", "absent"));
+    }
+
+    #[test]
+    fn a_check_the_host_cannot_do_is_not_applicable() {
+        let pass = serde_json::json!({"result": "PASS"});
+        let fail = serde_json::json!({"result": "FAIL"});
+        assert_eq!(cell_of(Some(&pass), true), Cell::B);
+        assert_eq!(cell_of(Some(&fail), true), Cell::E);
+        assert_eq!(cell_of(Some(&fail), false), Cell::NotApplicable);
+        assert_eq!(cell_of(None, true), Cell::NotApplicable);
+        let kernel = serde_json::json!({"result": "FAIL", "observed": "not filtered (kernel: EPERM)"});
+        assert_eq!(
+            cell_of(Some(&kernel), true),
+            Cell::B,
+            "refused without a filter is blocked"
+        );
+        let reached = serde_json::json!({"result": "FAIL", "observed": "not filtered (kernel: EFAULT)"});
+        assert_eq!(cell_of(Some(&reached), true), Cell::E);
+    }
+}

@@ -4,7 +4,8 @@
 //! crun, runsc and `claude-shim run` on the bundle `runc spec` makes and on
 //! the engines' default seccomp profile, bwrap with Claude Code's flags, srt,
 //! Codex's sandbox, and `claude-shim sandbox` with the agent and offline
-//! policies. The launcher gives the probe a terminal, so TIOCSTI is tried.
+//! policies. The launcher gives the probe a terminal, so TIOCSTI is tried,
+//! and holds an open directory, so a descriptor leak shows.
 //! Cells are read in `containment_table`.
 
 use std::collections::BTreeMap;
@@ -186,6 +187,16 @@ pub fn measure(ctx: &Ctx, claude_shim: &Path, peers: Vec<Peer>) -> Result<Raw> {
 
 fn verify(ctx: &Ctx, claude_shim: &Path, policy: &str, peers: Option<&PathBuf>, dir: &Path) -> Result<Value> {
     let pty = nix::pty::openpty(None, None).context("open a pseudo-terminal")?;
+    // An open directory of the host without close-on-exec, as a launcher may
+    // hold one: a sandbox that passes it on lets the command leave through it.
+    let leak = nix::fcntl::open(
+        dir,
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .with_context(|| format!("open {}", dir.display()))?;
+    // SAFETY: a descriptor just opened here and owned by nothing else.
+    let leak = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(leak) };
     let mut c = Command::new(claude_shim);
     c.arg("--root")
         .arg(dir.join("state"))
@@ -202,6 +213,7 @@ fn verify(ctx: &Ctx, claude_shim: &Path, policy: &str, peers: Option<&PathBuf>, 
         .with_context(|| format!("run {} verify", claude_shim.display()))?;
     // The master is held until verify ended: TIOCSTI had a terminal to type into.
     drop(pty.master);
+    drop(leak);
     let text = String::from_utf8_lossy(&out.stdout);
     match serde_json::from_str::<Value>(&text) {
         Ok(v) => Ok(v),

@@ -183,7 +183,16 @@ pub fn markdown(c: &Containment) -> String {
         let escapes = match &col.reason {
             Some(r) => format!("did not run: {}", r.replace('|', "/")),
             None if col.escapes.is_empty() => "none".into(),
-            None => col.escapes.keys().cloned().collect::<Vec<_>>().join(", "),
+            None => {
+                let names: Vec<&str> = col.escapes.keys().map(String::as_str).collect();
+                let more = names.len().saturating_sub(12);
+                let shown = names[..names.len().min(12)].join(", ");
+                if more > 0 {
+                    format!("{shown} and {more} more")
+                } else {
+                    shown
+                }
+            }
         };
         let _ = writeln!(s, "| {} | {} | {} |", col.name, col.total(), escapes);
     }

@@ -147,6 +147,8 @@ pub enum Kind {
     },
     CgroupReleaseAgent,
     ExecGainsNothing,
+    /// No descriptor beyond 0-2 at the probe's start.
+    InheritedFds,
     Syscall {
         probe: &'static str,
         expect: SyscallExpect,
@@ -405,6 +407,12 @@ pub fn plan(exp: &Expectations) -> Vec<Check> {
             Kind::CgroupReleaseAgent,
         ));
     }
+    p.push(check(
+        "inherited descriptors",
+        Group::Escapes,
+        "none beyond 0, 1, 2",
+        Kind::InheritedFds,
+    ));
     if exp.escapes.exec_gains_nothing {
         p.push(check(
             "execve gains nothing",

@@ -5,6 +5,7 @@
 //! stdout, and exits 0; the host judges the whole (`report`).
 
 pub mod escape;
+pub mod fds;
 pub mod fs;
 pub mod net;
 pub mod proxy;
@@ -37,6 +38,7 @@ pub fn main(args: &Args<'_>) -> Result<i32> {
         escape::print_status()?;
         return Ok(0);
     }
+    fds::snapshot();
     let raw = match (args.expect, args.expect_json) {
         (Some(path), None) => {
             std::fs::read_to_string(path).with_context(|| format!("read expectations {}", path.display()))?
@@ -102,6 +104,7 @@ pub fn run(check: &Check) -> Finding {
         Kind::NestedUserns { protected_file } => escape::nested_userns(protected_file),
         Kind::CgroupReleaseAgent => escape::cgroup_release_agent(),
         Kind::ExecGainsNothing => escape::exec_gains_nothing(),
+        Kind::InheritedFds => fds::inherited(),
         Kind::Syscall { probe, expect } => match syscalls::find(probe) {
             Some(p) => seccomp::run(p, expect),
             None => Finding::fail(format!("this probe has no syscall probe {probe:?}")),

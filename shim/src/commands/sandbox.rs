@@ -98,8 +98,12 @@ pub fn run_policy(
     }
     lease.release();
     crate::timing::mark("placeholders released");
-    if let Err(e) = std::fs::remove_dir_all(&bundle) {
-        tracing::warn!("remove bundle {}: {e}", bundle.display());
+    // A run that failed before writing its bundle left nothing to remove.
+    match std::fs::remove_dir_all(&bundle) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!("remove bundle {}: {e}", bundle.display())
+        }
+        _ => {}
     }
     crate::timing::mark("bundle removed");
     // What earlier sandboxes (or other runs) left when they were killed; on

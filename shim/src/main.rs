@@ -128,6 +128,9 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
             cli::PolicyCommand::Import { file } => commands::claude::policy_import(file.as_deref()),
         },
         Command::Quarantine(a) => commands::quarantine::quarantine(a),
+        Command::Denials(a) => {
+            crate::sandbox::follow::denials(&rt.root.join(".claude-shim"), a.id.as_deref(), a.follow)
+        }
         Command::Probe(_) | Command::Connect(_) => unreachable!("handled above"),
         Command::Network(a) => network::run_helper(a),
     }

@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use claude_shim_bundle::policy::values::HomeMode;
 
 use crate::claude;
-use crate::commands::sandbox::{caller_has_terminal, run_policy};
+use crate::commands::sandbox::{caller_has_terminal, run_policy, run_policy_as};
 use crate::network::gateway;
 use crate::runtime::{foreground, Runtime};
 use crate::sandbox;
@@ -68,7 +68,18 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let server_tools = server_tools.join(",");
     let mut policy = claude::whole_agent_policy(base, dir.path())?;
     claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
-    run_policy(rt, &policy, &inv, &mut |c| {
+    // The TUI owns the terminal while it runs: refusals are printed at
+    // exit, and as they happen by `denials --follow` in another terminal.
+    // The "sandbox-" prefix: gc knows a killed run's leftovers by it.
+    let id = crate::commands::run::generated_id("sandbox");
+    let root = if rt.root == Runtime::new(None, false)?.root {
+        String::new()
+    } else {
+        format!(" --root {}", rt.root.display())
+    };
+    let announce =
+        format!("claude-shim: to watch refused hosts while the agent runs: claude-shim{root} denials --follow {id}");
+    run_policy_as(rt, &id, Some(&announce), &policy, &inv, &mut |c| {
         let mut ann = c.spec.annotations().clone().unwrap_or_default();
         ann.insert(gateway::ANNOTATION.to_owned(), upstream.clone());
         ann.insert(gateway::TOOLS_ANNOTATION.to_owned(), server_tools.clone());

@@ -5,6 +5,7 @@
 
 pub mod denials;
 pub mod env_index;
+pub mod follow;
 pub mod gc;
 pub mod hand_over;
 pub mod host;

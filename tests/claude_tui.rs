@@ -129,15 +129,25 @@ fn interactive(per_command: bool, exit_key: &str) {
     let mock = MockApi::start(&["echo TUI-$((6*7))"]);
     let (cgroups_before, tmps_before) = (sandbox_cgroups(), shared_tmps());
     let status = dir.path().join("status");
+    // claude-shim's own lines (the TUI draws on stdout, the terminal).
+    let errors = dir.path().join("stderr");
     let mode = if per_command { "--per-command" } else { "" };
+    // The whole agent's policy turns Claude Code's background traffic off
+    // itself: the caller does not (claude on the host, per command, has no
+    // internet here and is told to stay quiet).
+    let quiet = if per_command {
+        "DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"
+    } else {
+        ""
+    };
     let script = dir.path().join("run.sh");
     std::fs::write(
         &script,
         format!(
             "cd '{proj}' || exit 99\n\
              env -i TERM=\"$TERM\" PATH='{path}' HOME='{home}' ANTHROPIC_BASE_URL='{url}' ANTHROPIC_API_KEY='{KEY}' \
-             DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-             '{shim}' --root '{root}' claude {mode} -- --allowedTools Bash\n\
+             {quiet} \
+             '{shim}' --root '{root}' claude {mode} -- --allowedTools Bash 2>'{errors}'\n\
              echo $? > '{status}'\n",
             proj = proj.display(),
             path = std::env::var("PATH").unwrap_or_default(),
@@ -146,6 +156,8 @@ fn interactive(per_command: bool, exit_key: &str) {
             shim = shim_path().display(),
             root = root.display(),
             status = status.display(),
+            errors = errors.display(),
+            quiet = quiet,
         ),
     )
     .unwrap();
@@ -199,6 +211,20 @@ fn interactive(per_command: bool, exit_key: &str) {
     }
     let code = std::fs::read_to_string(&status).unwrap();
     eprintln!("claude-shim claude {mode} exited {} on {exit_key}", code.trim());
+    // Claude Code's own background traffic (its updater, the plugin
+    // marketplace at downloads.claude.ai) is not reported as refused: the
+    // user did nothing to cause it (issue 26).
+    let errors = std::fs::read_to_string(&errors).unwrap();
+    assert!(!errors.contains("refused egress"), "stderr: {errors}");
+    if !per_command {
+        assert_eq!(
+            errors
+                .matches("claude-shim: to watch refused hosts while the agent runs: claude-shim --root")
+                .count(),
+            1,
+            "stderr: {errors}"
+        );
+    }
 
     // Nothing left behind.
     let needle = dir.path().to_str().unwrap().to_owned();

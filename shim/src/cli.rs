@@ -99,6 +99,8 @@ pub enum Command {
     Policy(PolicyArgs),
     /// What sandboxes left that the host would run, moved aside at their exit: `list`, `restore RUN`
     Quarantine(QuarantineArgs),
+    /// The hosts a running sandbox's proxy refused (`--follow`: as they happen, until it ends)
+    Denials(DenialsArgs),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
@@ -159,6 +161,15 @@ pub enum PolicyCommand {
         /// The settings file
         file: Option<PathBuf>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct DenialsArgs {
+    /// Keep printing new refusals until the sandbox ends
+    #[arg(short, long)]
+    pub follow: bool,
+    /// The sandbox (default: the one that started last)
+    pub id: Option<String>,
 }
 
 #[derive(Args, Debug)]

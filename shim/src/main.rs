@@ -92,6 +92,17 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         }
     }
     let rt = Runtime::new(cli.global.root.as_deref(), cli.global.systemd_cgroup)?;
+    if matches!(
+        cmd,
+        Command::Create(_)
+            | Command::Run(_)
+            | Command::Sandbox(_)
+            | Command::Verify(_)
+            | Command::Claude(_)
+            | Command::Shell(_)
+    ) {
+        crate::sandbox::nested::refuse()?;
+    }
     match cmd {
         Command::Create(a) => create::create(&rt, a),
         Command::Start(a) => create::start(&rt, a),
@@ -117,6 +128,9 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
             cli::PolicyCommand::Import { file } => commands::claude::policy_import(file.as_deref()),
         },
         Command::Quarantine(a) => commands::quarantine::quarantine(a),
+        Command::Denials(a) => {
+            crate::sandbox::follow::denials(&rt.root.join(".claude-shim"), a.id.as_deref(), a.follow)
+        }
         Command::Probe(_) | Command::Connect(_) => unreachable!("handled above"),
         Command::Network(a) => network::run_helper(a),
     }

@@ -203,11 +203,29 @@ impl Imported {
                     self.readonly.remove(&w);
                 }
                 let why = e.split_once(": ").map(|(_, m)| m.to_owned()).unwrap_or(e);
-                self.note(&format!("filesystem.{field} {}", q(&w)), format!("dropped: {why}"));
+                // One verdict per setting: the settings that made this entry
+                // are moved from the translated list to the dropped one.
+                let made = format!(" -> filesystem.{field} {}", q(&format!("?{w}")));
+                let (from, kept): (Vec<String>, Vec<String>) = std::mem::take(&mut self.translated)
+                    .into_iter()
+                    .partition(|t| t.ends_with(&made));
+                self.translated = kept;
+                if from.is_empty() {
+                    self.note(&format!("filesystem.{field} {}", q(&w)), format!("dropped: {why}"));
+                }
+                for t in from {
+                    let at = t[..t.len() - made.len()].to_owned();
+                    self.note(&at, format!("filesystem.{field} {}: dropped: {why}", q(&w)));
+                }
             }
         }
-        if let Some((false, at)) = self.enabled.clone() {
-            self.note(&format!("{at}.enabled = false"), "claude-shim sandboxes anyway");
+        match self.enabled.clone() {
+            Some((false, at)) => self.note(&format!("{at}.enabled = false"), "claude-shim sandboxes anyway"),
+            Some((true, at)) => self.note(
+                &format!("{at}.enabled = true"),
+                "claude-shim is the sandbox: `claude-shim claude` turns Claude Code's own sandbox off in the agent's copy of the settings (its bwrap cannot start inside, and would only sandbox twice); keep it on for claude run without claude-shim",
+            ),
+            None => {}
         }
     }
 

@@ -6,6 +6,7 @@
 
 pub mod home;
 pub mod import;
+pub mod own_sandbox;
 pub mod shell_tmp;
 
 use std::path::{Path, PathBuf};
@@ -45,6 +46,18 @@ pub const PASSED_ENV: &[&str] = &[
     "DISABLE_TELEMETRY",
     "DISABLE_ERROR_REPORTING",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+];
+
+/// Variables Claude Code 2.1 reads (seen in its binary) that turn off
+/// traffic the agent does not need: the auto-updater and the official
+/// plugin marketplace (both fetch from downloads.claude.ai), telemetry,
+/// error reports, and the rest of its non-essential requests.
+pub const QUIET_ENV: &[&str] = &[
+    "DISABLE_AUTOUPDATER",
+    "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
 ];
 
 /// The agent's configuration directory's name under the state directory:
@@ -216,7 +229,12 @@ pub fn whole_agent_policy(mut base: Policy, config_dir: &Path) -> Result<Policy>
     set.insert(env_name("ANTHROPIC_BASE_URL"), gateway::BASE_URL.to_owned());
     set.insert(env_name("ANTHROPIC_API_KEY"), PLACEHOLDER_KEY.to_owned());
     set.insert(env_name("CLAUDE_CONFIG_DIR"), dir.to_owned());
-    set.insert(env_name("DISABLE_AUTOUPDATER"), "1".to_owned());
+    // Claude Code's own background traffic (updates, the plugin
+    // marketplace, telemetry, error reports): off, so the proxy does not
+    // refuse it and the user is not told about requests they did not cause.
+    for name in QUIET_ENV {
+        set.insert(env_name(name), "1".to_owned());
+    }
     Ok(base)
 }
 

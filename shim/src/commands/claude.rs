@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use claude_shim_bundle::policy::values::HomeMode;
 
 use crate::claude;
-use crate::commands::sandbox::{caller_has_terminal, run_policy};
+use crate::commands::sandbox::{caller_has_terminal, run_policy, run_policy_as};
 use crate::network::gateway;
 use crate::runtime::{foreground, Runtime};
 use crate::sandbox;
@@ -27,6 +27,8 @@ pub const PROJECT_ENV: &str = "CLAUDE_SHIM_PROJECT";
 pub const SHARED_TMP_ENV: &str = "CLAUDE_SHIM_SHELL_TMPDIR";
 pub const POLICY_ENV: &str = "CLAUDE_SHIM_POLICY";
 pub const ROOT_ENV: &str = "CLAUDE_SHIM_SHELL_ROOT";
+/// `--systemd-cgroup` of the `claude --per-command` that made the entry ("1" or "0").
+pub const SYSTEMD_CGROUP_ENV: &str = "CLAUDE_SHIM_SHELL_SYSTEMD_CGROUP";
 
 pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     if args.per_command {
@@ -42,7 +44,12 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
         .map(PathBuf::from)
         .unwrap_or_else(|| "/".into());
     let mut argv = vec![exe.to_string_lossy().into_owned()];
+    argv.extend(claude::own_sandbox::SETTINGS_ARGS.map(str::to_owned));
     argv.extend(args.args.iter().cloned());
+    let project = std::fs::canonicalize(&cwd).with_context(|| format!("open {}", cwd.display()))?;
+    if let Some(f) = claude::own_sandbox::enabled_in(&project, &claude::host_config_dir(&inv_home)) {
+        eprintln!("{}", crate::terminal::escaped(&claude::own_sandbox::notice(&f)));
+    }
     let inv = sandbox::invocation(None, None, &argv, caller_has_terminal())?;
     let run_as = sandbox::run_as(&inv);
     let base = sandbox::load_policy(args.policy.as_deref())?;
@@ -61,7 +68,18 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let server_tools = server_tools.join(",");
     let mut policy = claude::whole_agent_policy(base, dir.path())?;
     claude::home::keep_visible(&mut policy, &inv_home, &claude::home::install_dirs(&exe), false)?;
-    run_policy(rt, &policy, &inv, &mut |c| {
+    // The TUI owns the terminal while it runs: refusals are printed at
+    // exit, and as they happen by `denials --follow` in another terminal.
+    // The "sandbox-" prefix: gc knows a killed run's leftovers by it.
+    let id = crate::commands::run::generated_id("sandbox");
+    let root = if rt.root == Runtime::new(None, false)?.root {
+        String::new()
+    } else {
+        format!(" --root {}", rt.root.display())
+    };
+    let announce =
+        format!("claude-shim: to watch refused hosts while the agent runs: claude-shim{root} denials --follow {id}");
+    run_policy_as(rt, &id, Some(&announce), &policy, &inv, &mut |c| {
         let mut ann = c.spec.annotations().clone().unwrap_or_default();
         ann.insert(gateway::ANNOTATION.to_owned(), upstream.clone());
         ann.insert(gateway::TOOLS_ANNOTATION.to_owned(), server_tools.clone());
@@ -107,7 +125,19 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     claude::refuse_home(&project)?;
     std::fs::create_dir_all(&rt.root).with_context(|| format!("create state directory {}", rt.root.display()))?;
     outside_project("the state directory", &rt.root, &project)?;
+    // Absolute: Claude Code runs the entry from the command's directory, and
+    // the entry takes ROOT_ENV only when it is absolute (a relative --root
+    // sent every call to the default state root).
+    let root = std::fs::canonicalize(&rt.root).with_context(|| format!("open {}", rt.root.display()))?;
+    let own = Runtime::new(Some(&root), rt.systemd_cgroup)?;
+    let rt = &own;
     let entry = shell_entry(rt)?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/".into());
+    if let Some(f) = claude::own_sandbox::enabled_in(&project, &claude::host_config_dir(&home)) {
+        eprintln!("{}", crate::terminal::escaped(&claude::own_sandbox::notice(&f)));
+    }
     // Claude Code writes the shell's working directory into a file in its
     // temp directory after each command (claude::shell_tmp): each call gets
     // a directory of its own bound there, and only that file comes back.
@@ -122,12 +152,14 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let quarantined_before = sandbox::quarantine::store::run_names().unwrap_or_default();
     let status = outside_project("the temp directory", &shared, &project).and_then(|()| {
         let mut cmd = std::process::Command::new(&exe);
-        cmd.args(&args.args)
+        cmd.args(claude::own_sandbox::SETTINGS_ARGS)
+            .args(&args.args)
             .env("CLAUDE_CODE_SHELL_PREFIX", &entry)
             .env("CLAUDE_CODE_TMPDIR", &shared)
             .env(PROJECT_ENV, &project)
             .env(SHARED_TMP_ENV, &shared)
-            .env(ROOT_ENV, &rt.root);
+            .env(ROOT_ENV, &rt.root)
+            .env(SYSTEMD_CGROUP_ENV, if rt.systemd_cgroup { "1" } else { "0" });
         match &args.policy {
             Some(p) => cmd.env(POLICY_ENV, p),
             None => cmd.env_remove(POLICY_ENV),
@@ -171,7 +203,12 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
     let own;
     let rt = match std::env::var_os(ROOT_ENV).filter(|r| Path::new(r).is_absolute()) {
         Some(root) => {
-            own = Runtime::new(Some(Path::new(&root)), rt.systemd_cgroup)?;
+            let systemd = match std::env::var(SYSTEMD_CGROUP_ENV).as_deref() {
+                Ok("1") => true,
+                Ok(_) => false,
+                Err(_) => rt.systemd_cgroup,
+            };
+            own = Runtime::new(Some(Path::new(&root)), systemd)?;
             &own
         }
         None => rt,

@@ -47,7 +47,21 @@ pub fn run_policy(
     inv: &claude_shim_bundle::Invocation,
     edit: &mut dyn FnMut(&mut claude_shim_bundle::Compiled) -> Result<()>,
 ) -> Result<i32> {
-    let id = generated_id("sandbox");
+    run_policy_as(rt, &generated_id("sandbox"), None, policy, inv, edit)
+}
+
+/// `run_policy` with the container id chosen by the caller, and a line for
+/// the user printed once the sandbox is about to start (not before an
+/// early failure, whose error is then the only line).
+pub fn run_policy_as(
+    rt: &Runtime,
+    id: &str,
+    announce: Option<&str>,
+    policy: &claude_shim_bundle::Policy,
+    inv: &claude_shim_bundle::Invocation,
+    edit: &mut dyn FnMut(&mut claude_shim_bundle::Compiled) -> Result<()>,
+) -> Result<i32> {
+    let id = id.to_owned();
     let ours = rt.root.join(".claude-shim");
     std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
     let bundle = ours.join(format!("{id}.bundle"));
@@ -65,6 +79,9 @@ pub fn run_policy(
         lease.share()?;
         sandbox::write(&bundle, &compiled, false, true)?;
         crate::timing::mark("bundle written");
+        if let Some(line) = announce {
+            eprintln!("{}", crate::terminal::escaped(line));
+        }
         let opts = RunOptions {
             id: &id,
             bundle: &bundle,
@@ -98,8 +115,12 @@ pub fn run_policy(
     }
     lease.release();
     crate::timing::mark("placeholders released");
-    if let Err(e) = std::fs::remove_dir_all(&bundle) {
-        tracing::warn!("remove bundle {}: {e}", bundle.display());
+    // A run that failed before writing its bundle left nothing to remove.
+    match std::fs::remove_dir_all(&bundle) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!("remove bundle {}: {e}", bundle.display())
+        }
+        _ => {}
     }
     crate::timing::mark("bundle removed");
     // What earlier sandboxes (or other runs) left when they were killed; on

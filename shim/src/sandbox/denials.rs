@@ -55,6 +55,21 @@ pub fn refused(log: &str) -> Vec<String> {
     out
 }
 
+/// The gateway's distinct `upstream_error`s (the upstream did not take the
+/// connection), in the order first seen, control characters escaped.
+pub fn upstream_errors(log: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in log.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        if let Some(e) = v["upstream_error"].as_str() {
+            let e = crate::terminal::escaped(e).into_owned();
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
 /// Whether the proxy decided on any request (allowed or refused).
 pub fn decided(log: &str) -> bool {
     log.lines()
@@ -95,7 +110,8 @@ pub fn report(meta_dir: &Path, id: &str) {
     let Ok(text) = std::fs::read_to_string(&log) else {
         return;
     };
-    if !decided(&text) {
+    let upstream = upstream_errors(&text);
+    if !decided(&text) && upstream.is_empty() {
         return;
     }
     let kept = match super::state_dir("logs").and_then(|logs| keep(&logs, id, &log)) {
@@ -108,6 +124,9 @@ pub fn report(meta_dir: &Path, id: &str) {
     let lines = refused(&text);
     for l in &lines {
         eprintln!("claude-shim: refused egress: {l}");
+    }
+    for u in &upstream {
+        eprintln!("claude-shim: API gateway: {u}");
     }
     if let Some(p) = kept {
         if !lines.is_empty() || tracing::enabled!(tracing::Level::DEBUG) {

@@ -5,10 +5,12 @@
 
 pub mod denials;
 pub mod env_index;
+pub mod follow;
 pub mod gc;
 pub mod hand_over;
 pub mod host;
 pub mod lease;
+pub mod nested;
 pub mod quarantine;
 pub mod root_only;
 pub mod sockets;
@@ -154,6 +156,24 @@ pub fn create_placeholder(wd: &crate::hostfs::Dir, p: &Placeholder) -> Result<bo
             Ok(true)
         }
         Err(e) if e.is_exists() => Ok(false),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            let who = nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+                .unwrap_or_else(|| format!("uid {}", nix::unistd::geteuid()));
+            anyhow::bail!(
+                "use {} as the project: {who} cannot write it ({e}), and the sandbox needs {} there, \
+                 created empty and mounted read-only; run from a project you can write, or make it writable",
+                wd.path().display(),
+                rel.display()
+            )
+        }
         Err(e) => Err(e.into()),
     }
 }

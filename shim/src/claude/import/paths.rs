@@ -128,6 +128,14 @@ impl Imported {
                     format!("would make {c} writable, and code there runs unsandboxed later; not translated"),
                 );
             }
+            // Below it too: ~/.claude/agents, ~/.claude/commands and the
+            // like are read by the host's claude as much as ~/.claude is.
+            if p.starts_with(&cp) {
+                return self.note(
+                    at,
+                    format!("lies in {c}, which the host runs unsandboxed later, so it stays read-only; dropped"),
+                );
+            }
         }
         let w = policy_form(&p, env);
         self.did(at, format!("filesystem.writable {}", q(&format!("?{w}"))));

@@ -162,6 +162,10 @@ impl Imported {
         for (k, why) in [
             ("ignoreViolations", "claude-shim reports every refusal"),
             ("enableWeakerNestedSandbox", "claude-shim has no weaker mode"),
+            (
+                "allowNestedUserNamespaces",
+                "dropped on purpose: claude-shim never allows a user namespace inside the sandbox (its seccomp profile refuses them)",
+            ),
             ("enableWeakerNetworkIsolation", "macOS only"),
             ("allowAppleEvents", "macOS only"),
             ("allowPty", "macOS only"),
@@ -286,6 +290,7 @@ impl Imported {
                 "credentials",
                 "ignoreViolations",
                 "enableWeakerNestedSandbox",
+                "allowNestedUserNamespaces",
                 "enableWeakerNetworkIsolation",
                 "allowAppleEvents",
                 "ripgrep",
@@ -362,6 +367,7 @@ impl Imported {
                         "credentials",
                         "ignoreViolations",
                         "enableWeakerNestedSandbox",
+                        "allowNestedUserNamespaces",
                         "enableWeakerNetworkIsolation",
                         "allowAppleEvents",
                         "excludedCommands",

@@ -206,3 +206,36 @@ fn the_agents_tool_binds_stay_unless_a_denied_read_takes_them() {
         "{notes:#?}"
     );
 }
+
+/// Issue 26: a grant below ~/.claude is dropped like one of ~/.claude; an
+/// entry the policy refuses gets one verdict (dropped), not two; the
+/// nested-namespace key is known and dropped on purpose; sandbox.enabled
+/// = true is explained.
+#[test]
+fn one_verdict_per_entry_and_the_keys_of_issue_26() {
+    let src = source(
+        "/home/u/.claude/settings.json",
+        Scope::User,
+        "/home/u/.claude",
+        json!({"sandbox": {"enabled": true, "allowNestedUserNamespaces": true,
+                           "filesystem": {"allowWrite": ["~/.claude/agents", "~/.ssh/known_hosts", "~/.config/git/hooks"]}}}),
+    );
+    let (text, notes) = import(&[src], &env()).unwrap();
+    let p = Policy::from_toml_str(&text, "p").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let w: Vec<String> = p.filesystem.writable.iter().map(|b| b.path.to_string()).collect();
+    assert!(w.is_empty(), "{w:?}\n{text}");
+    for (entry, why) in [
+        ("\"~/.claude/agents\"", "lies in ~/.claude"),
+        ("\"~/.config/git/hooks\"", "lies in ~/.config/git"),
+        ("\"~/.ssh/known_hosts\"", "dropped"),
+    ] {
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains(entry)).collect();
+        assert_eq!(lines.len(), 1, "{entry}: one verdict, got {lines:#?}");
+        assert!(lines[0].contains(why) && lines[0].contains("allowWrite"), "{lines:?}");
+        assert_eq!(notes.iter().filter(|n| n.contains(entry)).count(), 1, "{notes:#?}");
+    }
+    assert!(!text.contains("-> filesystem.writable"), "{text}");
+    comment_has(&text, "allowNestedUserNamespaces = true: dropped on purpose");
+    assert!(!text.contains("allowNestedUserNamespaces: unknown key"), "{text}");
+    comment_has(&text, "sandbox.enabled = true: claude-shim is the sandbox");
+}

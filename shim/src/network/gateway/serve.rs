@@ -25,11 +25,16 @@ const UPSTREAM_IDLE: Duration = Duration::from_secs(600);
 
 /// The error body Claude Code shows as it shows the API's own.
 fn error(stream: &mut TcpStream, status: &str, kind: &str, text: &str) {
+    error_with(stream, status, kind, text, "");
+}
+
+/// `error` with extra header lines (each ending in CRLF).
+fn error_with(stream: &mut TcpStream, status: &str, kind: &str, text: &str, headers: &str) {
     let body = json!({"type": "error", "error": {"type": kind, "message": format!("claude-shim gateway: {text}")}})
         .to_string();
     let _ = write!(
         stream,
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}Connection: close\r\n\r\n{body}",
         body.len()
     );
 }
@@ -166,7 +171,27 @@ pub fn serve(mut stream: TcpStream, peer: SocketAddr, gw: &Gateway, log: &Log) {
         logged(&req.method, &path, status[..3].parse().unwrap_or(400), 0, 0, Some(&why));
         return error(&mut stream, status, kind, &why);
     }
-    let result = forward(&mut stream, &body, &req, gw);
+    let up = match connect(gw) {
+        Ok(up) => up,
+        Err(e) => {
+            // Claude Code retries a 5xx for minutes, silently; an upstream
+            // that does not even take the connection will not answer the
+            // next try either. `x-should-retry: false` (which its API
+            // client honours) ends the turn now with this message, and the
+            // runtime prints the log's `upstream_error` on the user's terminal.
+            let why = format!("the upstream {} did not answer: {e:#}", gw.upstream.host_header());
+            logged(&req.method, &path, 502, 0, 0, None);
+            log.write(json!({"client": peer.to_string(), "proto": "gateway", "upstream_error": why}));
+            return error_with(
+                &mut stream,
+                "502 Bad Gateway",
+                "api_error",
+                &why,
+                "x-should-retry: false\r\n",
+            );
+        }
+    };
+    let result = forward(&mut stream, up, &body, &req, gw);
     match result {
         Ok((status, up, down)) => logged(&req.method, &path, status, up, down, None),
         Err(e) => {
@@ -222,8 +247,7 @@ fn first_line(buf: &[u8]) -> (String, String) {
 /// Sends the request up and the response down; returns the status and the
 /// body bytes each way. An error before the response head reached the
 /// client is the caller's to answer.
-fn forward(client: &mut TcpStream, body: &[u8], req: &Request, gw: &Gateway) -> Result<(u16, u64, u64)> {
-    let mut up = connect(gw)?;
+fn forward(client: &mut TcpStream, mut up: Conn, body: &[u8], req: &Request, gw: &Gateway) -> Result<(u16, u64, u64)> {
     up.write_all(&upstream_head(req, &gw.upstream, gw.credential.as_ref()))
         .context("send the request")?;
     up.write_all(body).context("send the request body")?;

@@ -38,3 +38,26 @@ pub fn run(opts: &Options) -> Vec<Check> {
 pub fn exit_code(checks: &[Check]) -> i32 {
     i32::from(checks.iter().any(|c| c.status == Status::Fail))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_says_status_name_found_and_fix_on_one_line() {
+        let c = Check::fail("pasta /dev/net/tun", "open /dev/net/tun:\nmissing", "modprobe tun");
+        assert_eq!(
+            c.line(),
+            "FAIL pasta /dev/net/tun: open /dev/net/tun: missing; fix: modprobe tun"
+        );
+        assert_eq!(Check::ok("seccomp", "available").line(), "ok   seccomp: available");
+    }
+
+    #[test]
+    fn only_a_failed_check_fails_the_exit_code() {
+        let warn = Check::warn("landlock", "not available", "add it to lsm=");
+        assert_eq!(exit_code(&[Check::ok("a", "b"), warn]), 0);
+        let fail = Check::fail("nft", "not found", "apt-get install nftables");
+        assert_eq!(exit_code(&[Check::ok("a", "b"), fail]), 1);
+    }
+}

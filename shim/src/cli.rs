@@ -101,6 +101,8 @@ pub enum Command {
     Quarantine(QuarantineArgs),
     /// The hosts a running sandbox's proxy refused (`--follow`: as they happen, until it ends)
     Denials(DenialsArgs),
+    /// Check this machine for what claude-shim needs: one line per check, with what to do
+    Doctor(Doctor),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
@@ -113,9 +115,33 @@ pub enum Command {
     /// ssh's ProxyCommand inside an allowlist sandbox: HOST PORT through its SOCKS proxy (internal)
     #[command(name = "__connect", hide = true)]
     Connect(Connect),
+    /// The man pages, one per verb, written to DIR (hack/install) (internal)
+    #[command(name = "__man", hide = true)]
+    Man { dir: PathBuf },
+    /// The completion script of a shell, on stdout (hack/install) (internal)
+    #[command(name = "__completion", hide = true)]
+    Completion {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
     // Internal: helpers `create` starts beside a container.
     #[command(name = "__network", hide = true)]
     Network(crate::network::HelperArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct Doctor {
+    /// Also start a container through each engine with claude-shim registered,
+    /// from IMAGE (already in the engine's store; slow)
+    #[arg(long, value_name = "IMAGE")]
+    pub engines: Option<String>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Args, Debug)]

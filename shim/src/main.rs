@@ -7,6 +7,7 @@ mod bounded;
 mod claude;
 mod cli;
 mod commands;
+mod doctor;
 mod hostfs;
 mod logging;
 mod network;
@@ -83,6 +84,14 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         // Inside a sandbox too: a stream through its proxy, nothing of the runtime.
         return network::connect::run(&a.host, a.port);
     }
+    // Generated from the clap definitions; nothing of the runtime is needed.
+    match cmd {
+        Command::Man { dir } => return manual::man(dir),
+        Command::Completion { shell } => return manual::completion(*shell),
+        // Before Runtime::new: the checks must run (and say why) where it cannot.
+        Command::Doctor(a) => return commands::doctor::doctor(a),
+        _ => {}
+    }
     if cli.global.systemd_cgroup {
         if !systemd_running() {
             anyhow::bail!("use --systemd-cgroup: systemd is not running on this machine");
@@ -131,7 +140,13 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Denials(a) => {
             crate::sandbox::follow::denials(&rt.root.join(".claude-shim"), a.id.as_deref(), a.follow)
         }
-        Command::Probe(_) | Command::Connect(_) => unreachable!("handled above"),
+        Command::Probe(_)
+        | Command::Connect(_)
+        | Command::Man { .. }
+        | Command::Completion { .. }
+        | Command::Doctor(_) => {
+            unreachable!("handled above")
+        }
         Command::Network(a) => network::run_helper(a),
     }
 }

@@ -28,6 +28,16 @@ pub struct Docker {
 impl Docker {
     /// A dockerd whose claude-shim applies the admin policy `admin`, if any.
     pub fn new(admin: Option<&str>) -> Self {
+        Self::build(admin, None)
+    }
+
+    /// A dockerd whose runtimes are those registered in `daemon_json`
+    /// (hack/install's), not the test binary.
+    pub fn with_runtimes_from(daemon_json: &Path) -> Self {
+        Self::build(None, Some(daemon_json))
+    }
+
+    fn build(admin: Option<&str>, runtimes_from: Option<&Path>) -> Self {
         crate::require_root();
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let shim_sockets_before = entries(Path::new("/run/containerd/s"));
@@ -40,7 +50,11 @@ impl Docker {
             .env("CLAUDE_SHIM", shim_path())
             .env("CLAUDE_SHIM_ROOTFS", rootfs())
             .env_remove(ADMIN_POLICY_ENV)
+            .env_remove("CLAUDE_SHIM_DOCKER_RUNTIMES_FROM")
             .stdin(Stdio::null());
+        if let Some(from) = runtimes_from {
+            c.env("CLAUDE_SHIM_DOCKER_RUNTIMES_FROM", from);
+        }
         if let Some(toml) = admin {
             c.env(ADMIN_POLICY_ENV, write_admin_policy(dir.path(), toml));
         }

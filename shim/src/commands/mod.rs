@@ -2,10 +2,12 @@
 
 pub mod claude;
 pub mod create;
+pub mod doctor;
 pub mod exec;
 pub mod features;
 pub mod gc;
 pub mod info;
+pub mod manual;
 pub mod quarantine;
 pub mod run;
 pub mod sandbox;

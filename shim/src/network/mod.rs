@@ -30,7 +30,7 @@ use anyhow::Result;
 pub use self::args::{HelperArgs, HelperRole};
 pub use self::attach::attach;
 pub use self::helpers::{state_annotations, stop_helpers};
-pub use self::prepare::{prepare, PROXY_ENV};
+pub use self::prepare::{find_tool, prepare, NFT_ENV, PASTA_ENV, PROXY_ENV};
 
 pub fn run_helper(args: &HelperArgs) -> Result<i32> {
     match &args.role {

@@ -33,7 +33,7 @@ pub const NFT_ENV: &str = "CLAUDE_SHIM_NFT";
 
 /// A tool claude-shim runs: its override variable, else PATH, else the
 /// usual directories (an unprivileged PATH often lacks /usr/sbin).
-fn find_tool(name: &str, env: &str, package: &str) -> Result<PathBuf> {
+pub fn find_tool(name: &str, env: &str, package: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(env) {
         let p = PathBuf::from(p);
         if is_executable(&p) {

@@ -17,7 +17,7 @@ const DELEGATED: &[&str] = &["memory", "pids", "cpu", "freezer", "devices"];
 /// The first of `parent`'s directories in the mounted v1 controllers this
 /// process cannot write: libcontainer, unprivileged, can only make cgroups
 /// in a subtree root delegated.
-pub(super) fn not_delegated(parent: &Path) -> Option<PathBuf> {
+pub fn not_delegated(parent: &Path) -> Option<PathBuf> {
     let rel = parent.strip_prefix("/").unwrap_or(parent);
     DELEGATED
         .iter()

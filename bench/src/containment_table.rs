@@ -7,43 +7,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::containment::{column_of, Raw, AGENT_COLUMN, OFFLINE_COLUMN, POLICY};
+use crate::containment_types::{Cell, Column, Containment};
 use crate::results::{fmt_num, Row, RowStatus};
 use crate::runtimes::Kind;
 use crate::svg::escape;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Cell {
-    B,
-    E,
-    #[serde(rename = "n/a")]
-    NotApplicable,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Column {
-    pub name: String,
-    pub kind: Kind,
-    pub variant: String,
-    /// Why the column is empty.
-    pub reason: Option<String>,
-    pub blocked: usize,
-    pub applicable: usize,
-    /// check -> cell, with what the probe observed for E cells.
-    pub cells: BTreeMap<String, Cell>,
-    pub escapes: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Containment {
-    pub policy: &'static str,
-    /// The checks, in verify's order, with their group and what blocks them.
-    pub checks: Vec<(String, String, String)>,
-    pub columns: Vec<Column>,
-}
 
 /// Checks that say what a sandbox must still allow or how it is labelled
 /// (the working directory is writable, the allowlisted host is reachable,
@@ -154,15 +124,6 @@ pub fn build(raw: &Raw) -> Containment {
         policy: POLICY,
         checks,
         columns,
-    }
-}
-
-impl Column {
-    pub fn total(&self) -> String {
-        match &self.reason {
-            Some(_) => "n/a".into(),
-            None => format!("{}/{}", self.blocked, self.applicable),
-        }
     }
 }
 

@@ -11,6 +11,7 @@ mod cold_start;
 mod cold_start_net;
 mod containment;
 mod containment_table;
+mod containment_types;
 mod detect;
 mod exec;
 mod machine;

@@ -109,7 +109,7 @@ pub struct Results {
     pub interrupted: bool,
     pub notes: Vec<String>,
     /// The containment table (group `containment`) ...
-    pub containment: Option<crate::containment_table::Containment>,
+    pub containment: Option<crate::containment_types::Containment>,
     /// ... or why it is missing.
     pub containment_error: Option<String>,
 }

@@ -14,6 +14,7 @@ mod replace;
 mod runtime;
 mod sandbox;
 mod seal;
+mod session;
 mod state;
 mod terminal;
 mod timing;
@@ -64,8 +65,7 @@ fn needs_seal(cmd: &Command) -> bool {
             | Command::Sandbox(_)
             | Command::Verify(_)
             | Command::Claude(_)
-            | Command::Shell(_)
-    )
+    ) || matches!(cmd, Command::Shell(_) if std::env::var_os(session::SESSION_ENV).is_none())
 }
 
 fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
@@ -78,6 +78,10 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
             print_status: a.print_status,
         };
         return crate::verify::probe::main(&args);
+    }
+    if let Command::Spawner = cmd {
+        // Inside the session sandbox, as its init.
+        return session::spawner::main();
     }
     if let Command::Connect(a) = cmd {
         // Inside a sandbox too: a stream through its proxy, nothing of the runtime.
@@ -117,7 +121,7 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
             cli::PolicyCommand::Import { file } => commands::claude::policy_import(file.as_deref()),
         },
         Command::Quarantine(a) => commands::quarantine::quarantine(a),
-        Command::Probe(_) | Command::Connect(_) => unreachable!("handled above"),
+        Command::Probe(_) | Command::Connect(_) | Command::Spawner => unreachable!("handled above"),
         Command::Network(a) => network::run_helper(a),
     }
 }

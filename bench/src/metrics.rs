@@ -127,7 +127,7 @@ pub(crate) fn metric_defs(s: &Settings, bytes: u64) -> Vec<MetricDef> {
               of the request carrying its tool_result; Claude Code's own start-up is not counted. Claude Code's own sandbox: \
               `sandbox.enabled` and `autoAllowBashIfSandboxed` in its settings (bwrap, socat, ripgrep). claude-shim: \
               `claude-shim claude` (the whole agent in the agent policy's sandbox, API calls through its gateway) and \
-              `--per-command` (claude on the host, each call through `claude-shim-shell` in a new sandbox)."));
+              `--per-command` (claude on the host, each call through `claude-shim-shell` in the session's sandbox, made once)."));
     let groups = s.metrics.clone();
     v.retain(|m| groups.as_ref().is_none_or(|g| g.iter().any(|g| group_of(m.id) == g)));
     v

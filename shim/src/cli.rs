@@ -112,6 +112,9 @@ pub enum Command {
     /// of `claude --per-command` (also run as `claude-shim-shell CMD`) (internal)
     #[command(name = "__shell", hide = true)]
     Shell(Shell),
+    /// The init of `claude --per-command`'s session sandbox: runs each Bash call handed to it (internal)
+    #[command(name = "__spawner", hide = true)]
+    Spawner,
     /// ssh's ProxyCommand inside an allowlist sandbox: HOST PORT through its SOCKS proxy (internal)
     #[command(name = "__connect", hide = true)]
     Connect(Connect),

@@ -15,6 +15,7 @@ mod replace;
 mod runtime;
 mod sandbox;
 mod seal;
+mod session;
 mod state;
 mod terminal;
 mod timing;
@@ -65,8 +66,7 @@ fn needs_seal(cmd: &Command) -> bool {
             | Command::Sandbox(_)
             | Command::Verify(_)
             | Command::Claude(_)
-            | Command::Shell(_)
-    )
+    ) || matches!(cmd, Command::Shell(_) if std::env::var_os(session::SESSION_ENV).is_none())
 }
 
 fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
@@ -79,6 +79,10 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
             print_status: a.print_status,
         };
         return crate::verify::probe::main(&args);
+    }
+    if let Command::Spawner = cmd {
+        // Inside the session sandbox, as its init.
+        return session::spawner::main();
     }
     if let Command::Connect(a) = cmd {
         // Inside a sandbox too: a stream through its proxy, nothing of the runtime.
@@ -144,7 +148,8 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         | Command::Connect(_)
         | Command::Man { .. }
         | Command::Completion { .. }
-        | Command::Doctor(_) => {
+        | Command::Doctor(_)
+        | Command::Spawner => {
             unreachable!("handled above")
         }
         Command::Network(a) => network::run_helper(a),

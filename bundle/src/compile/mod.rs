@@ -27,6 +27,19 @@ pub use input::{HostView, Invocation, Owner, PathKind};
 pub use output::{CompileError, Compiled, Placeholder, SkeletonEntry};
 pub use run_as::RunAs;
 
+/// The environment `compile` gives the process of `policy` for a caller
+/// with `vars` and `home` (the process and network passes): what a session
+/// sandbox's spawner gives each command, computed by the caller outside.
+pub fn environment(
+    policy: &Policy,
+    vars: &[(String, String)],
+    home: &std::path::Path,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = process::environment_of(policy, vars, home);
+    network::environment_for(policy, &mut env);
+    env
+}
+
 use std::collections::HashMap;
 
 use oci_spec::runtime::SpecBuilder;

@@ -51,7 +51,11 @@ pub(crate) fn annotations(ctx: &Ctx<'_>, ann: &mut HashMap<String, String>) {
 }
 
 pub(crate) fn environment(ctx: &Ctx<'_>, env: &mut Env) {
-    if ctx.policy.network.mode != NetworkMode::Allowlist {
+    environment_for(ctx.policy, env)
+}
+
+pub(crate) fn environment_for(policy: &crate::Policy, env: &mut Env) {
+    if policy.network.mode != NetworkMode::Allowlist {
         return;
     }
     for (name, value) in [

@@ -20,10 +20,17 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 pub(crate) type Env = BTreeMap<String, String>;
 
 pub(crate) fn environment(ctx: &Ctx<'_>) -> Env {
-    let policy = &ctx.policy.environment;
+    environment_of(ctx.policy, &ctx.inv.env, &ctx.inv.home)
+}
+
+/// The process pass's environment from the caller's `vars` and home alone
+/// (without the network pass's proxy settings), for one command run by a
+/// session sandbox's spawner: the same rule the compile applies.
+pub(crate) fn environment_of(policy: &crate::Policy, vars: &[(String, String)], home: &std::path::Path) -> Env {
+    let policy = &policy.environment;
     let allowed = |name: &str| FIXED_ENV.contains(&name) || policy.allow.iter().any(|p| p.matches(name));
     let mut env = Env::new();
-    for (name, value) in &ctx.inv.env {
+    for (name, value) in vars {
         let passes = if policy.pass_secrets.iter().any(|p| p.0 == *name) {
             true
         } else {
@@ -35,7 +42,7 @@ pub(crate) fn environment(ctx: &Ctx<'_>) -> Env {
     }
     env.entry("PATH".to_owned()).or_insert_with(|| DEFAULT_PATH.to_owned());
     env.entry("HOME".to_owned())
-        .or_insert_with(|| ctx.inv.home.display().to_string());
+        .or_insert_with(|| home.display().to_string());
     for (name, value) in &policy.set {
         env.insert(name.0.clone(), value.clone());
     }

@@ -58,18 +58,32 @@ impl CallTmp {
     /// Makes the call's directory under `root` (the runtime's state root)
     /// for `command`, to be bound at `shared`.
     pub fn new(root: &Path, shared: &Path, command: &str) -> Result<CallTmp> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let name = format!("sandbox-{}-{nanos:08x}.tmp", std::process::id());
+        CallTmp::at(root, shared, &name, command, true)
+    }
+
+    /// A session sandbox's directory `name` (`<session id>.tmp`), bound at
+    /// `shared` once for all its calls: made by the session (`create`), then
+    /// used by each call for its `command`'s cwd file.
+    pub fn session(root: &Path, shared: &Path, name: &str, command: &str, create: bool) -> Result<CallTmp> {
+        CallTmp::at(root, shared, name, command, create)
+    }
+
+    fn at(root: &Path, shared: &Path, name: &str, command: &str, create: bool) -> Result<CallTmp> {
         if !shared.is_absolute() || !shared.is_dir() {
             bail!("use {}: not an absolute directory", shared.display());
         }
         let resolved = std::fs::canonicalize(shared).with_context(|| format!("resolve {}", shared.display()))?;
         std::fs::create_dir_all(root).with_context(|| format!("create state directory {}", root.display()))?;
         let ours = Dir::create_beneath(root, Path::new(".claude-shim"), 0o755)?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or_default();
-        let name = PathBuf::from(format!("sandbox-{}-{nanos:08x}.tmp", std::process::id()));
-        ours.create_dir(&name, 0o700)?;
+        let name = PathBuf::from(name);
+        if create {
+            ours.create_dir(&name, 0o700)?;
+        }
         Ok(CallTmp {
             ours,
             name,
@@ -122,6 +136,22 @@ impl CallTmp {
         }
         if let Err(e) = self.ours.remove_all(&self.name) {
             tracing::warn!("{e}");
+        }
+    }
+
+    /// After one call of a session: the cwd file copied back as `finish`
+    /// does, then removed, so the next call starts without it; the
+    /// directory stays for the session's other calls.
+    pub fn finish_call(self) {
+        if let Err(e) = self.copy_back() {
+            tracing::warn!("{e:#}");
+        }
+        if let Some(cwd) = &self.cwd {
+            let rel = self.name.join(cwd);
+            match self.ours.remove_file(&rel) {
+                Err(e) if !e.is_not_found() => tracing::warn!("{e}"),
+                _ => {}
+            }
         }
     }
 

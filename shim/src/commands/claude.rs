@@ -150,8 +150,17 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     // Each Bash call's sandbox reports what it moved aside to claude (the
     // agent); the user hears of it here, once claude has exited.
     let quarantined_before = sandbox::quarantine::store::run_names().unwrap_or_default();
+    // Every Bash call runs in one sandbox made now (crate::session).
+    let mut session = None;
     let status = outside_project("the temp directory", &shared, &project).and_then(|()| {
+        let plan = crate::session::start::Plan {
+            policy: args.policy.as_deref(),
+            project: &project,
+            shared: &shared,
+        };
+        let s = session.insert(crate::session::start::Session::start(rt, &plan)?);
         let mut cmd = std::process::Command::new(&exe);
+        cmd.env(crate::session::SESSION_ENV, s.socket());
         cmd.args(claude::own_sandbox::SETTINGS_ARGS)
             .args(&args.args)
             .env("CLAUDE_CODE_SHELL_PREFIX", &entry)
@@ -167,6 +176,13 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
         cmd.spawn()
             .with_context(|| format!("execute {}", exe.display()))
             .and_then(|mut child| {
+                // A session sandbox that ends under claude ends the session:
+                // its next call could not run.
+                let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+                s.watch(move || {
+                    eprintln!("claude-shim: the session sandbox ended; stopping claude");
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                })?;
                 // The terminal's Ctrl-C is claude's to handle; this process only
                 // waits. Ignored after the spawn, so claude keeps default dispositions.
                 use nix::sys::signal::{signal, SigHandler, Signal};
@@ -177,6 +193,9 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
                 child.wait().context("wait for claude")
             })
     });
+    if let Some(s) = session {
+        s.stop(rt);
+    }
     // No sandbox ever saw this directory: Claude Code's alone.
     if let Err(e) = std::fs::remove_dir_all(&shared) {
         tracing::warn!("remove {}: {e}", shared.display());
@@ -198,6 +217,9 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
             command.len()
         );
     };
+    if let Some(socket) = std::env::var_os(crate::session::SESSION_ENV) {
+        return shell_in_session(rt, Path::new(&socket), command);
+    }
     foreground::defer_termination()?;
     // The state root of the `claude --per-command` that made the entry.
     let own;
@@ -285,6 +307,26 @@ pub fn shell(rt: &Runtime, command: &[String]) -> Result<i32> {
         call.finish();
     }
     code
+}
+
+/// `claude-shim-shell 'COMMAND'` in the session sandbox of the `claude
+/// --per-command` that set CLAUDE_SHIM_SESSION: never anywhere else.
+fn shell_in_session(rt: &Runtime, socket: &Path, command: &str) -> Result<i32> {
+    let root = std::env::var_os(ROOT_ENV).map(PathBuf::from);
+    let project = std::env::var_os(PROJECT_ENV).map(PathBuf::from);
+    let shared = std::env::var_os(SHARED_TMP_ENV).map(PathBuf::from);
+    let policy = std::env::var(POLICY_ENV).ok();
+    let Some(project) = project.filter(|p| p.is_absolute()) else {
+        bail!("run a command in the session sandbox: {PROJECT_ENV} is not an absolute path");
+    };
+    crate::session::client::run(&crate::session::client::Call {
+        root: root.as_deref().filter(|r| r.is_absolute()).unwrap_or(&rt.root),
+        socket,
+        project: &project,
+        shared: shared.as_deref(),
+        policy: policy.as_deref(),
+        command,
+    })
 }
 
 /// `policy import [FILE]`: the TOML policy on stdout, what it could not

@@ -17,10 +17,15 @@ use std::path::Path;
 use crate::runtime::gc::{maker_gone, Collected};
 
 /// The pid in a name this module collects, if it is one: `sandbox-<pid>-<hex>.bundle`,
-/// `sandbox-<pid>-<hex>.tmp` (claude::shell_tmp), `.NAME.new-<pid>`, `.NAME.old-<pid>`,
+/// `sandbox-<pid>-<hex>.tmp` (claude::shell_tmp), `sandbox-<pid>-<hex>.session`
+/// (a session's socket, session::start), `.NAME.new-<pid>`, `.NAME.old-<pid>`,
 /// `console-<pid>.sock`.
 fn maker_pid(name: &str) -> Option<i32> {
-    if let Some(id) = name.strip_suffix(".bundle").or_else(|| name.strip_suffix(".tmp")) {
+    let id = name
+        .strip_suffix(".bundle")
+        .or_else(|| name.strip_suffix(".tmp"))
+        .or_else(|| name.strip_suffix(".session"));
+    if let Some(id) = id {
         let rest = id.strip_prefix("sandbox-")?;
         let (pid, nanos) = rest.split_once('-')?;
         u32::from_str_radix(nanos, 16).ok()?;

@@ -68,6 +68,36 @@ fn made_by_run(
     out
 }
 
+/// What of `wd` a host tool would run, found by the compile's search, and
+/// why it was not looked at whole, if it was not; Err if not at all.
+fn present(wd: &Dir, host: &dyn HostView) -> std::result::Result<(Vec<PathBuf>, Option<String>), String> {
+    let workdir = wd.path();
+    let found = host
+        .find(workdir, &search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT)
+        .map_err(|e| format!("look for what the run left under {}: {e}", workdir.display()))?;
+    // The start refuses this many; at the exit the run is over, so it is
+    // said loudly: what lies past them was not looked at.
+    let partial = (found.len() >= ENV_FILE_LIMIT).then(|| {
+        format!(
+            "look at everything the run left under {}: it holds {ENV_FILE_LIMIT} or more .env files and tool settings, and only the first were looked at",
+            workdir.display()
+        )
+    });
+    Ok((host_run::present(workdir, &found, &|p| kind(wd, p)), partial))
+}
+
+/// lstat below the working directory's handle: nothing followed.
+fn kind(wd: &Dir, p: &Path) -> Option<PathKind> {
+    let rel = p.strip_prefix(wd.path()).ok()?;
+    let st = wd.stat(rel).ok()??;
+    Some(match st.kind {
+        crate::hostfs::Kind::Dir => PathKind::Dir,
+        crate::hostfs::Kind::File => PathKind::File,
+        crate::hostfs::Kind::Link => PathKind::Symlink(PathBuf::new()),
+        crate::hostfs::Kind::Other => PathKind::Other,
+    })
+}
+
 impl Watch {
     /// Before the run: a handle on the working directory and what the
     /// compile found there. None when the run cannot make anything.
@@ -81,6 +111,20 @@ impl Watch {
             mode,
             id: id.to_owned(),
         }))
+    }
+
+    /// Before one command of a long-lived sandbox (`claude --per-command`'s
+    /// session): the search `finish` makes, made now, so what the command
+    /// leaves is told apart from what earlier commands left and the user kept.
+    pub fn now(workdir: &Path, host: &dyn HostView, mode: AfterEffects, id: &str) -> Result<Watch> {
+        let wd = Dir::open(workdir)?;
+        let (start, _) = present(&wd, host).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(Watch {
+            wd,
+            start: start.into_iter().collect(),
+            mode,
+            id: id.to_owned(),
+        })
     }
 
     /// After the run (the sandbox gone): the same search again, and what is
@@ -98,36 +142,17 @@ impl Watch {
             workdir: workdir.clone(),
             ..Outcome::default()
         };
-        let found = match host.find(&workdir, &search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT) {
-            Ok(f) => f,
+        let exit = match present(&self.wd, host) {
+            Ok((exit, partial)) => {
+                outcome.errors.extend(partial);
+                exit
+            }
             Err(e) => {
-                outcome
-                    .errors
-                    .push(format!("look for what the run left under {}: {e}", workdir.display()));
+                outcome.errors.push(e);
                 return outcome;
             }
         };
-        // The start refuses this many; at the exit the run is over, so it is
-        // said loudly: what lies past them was not looked at.
-        if found.len() >= ENV_FILE_LIMIT {
-            outcome.errors.push(format!(
-                "look at everything the run left under {}: it holds {ENV_FILE_LIMIT} or more .env files and tool settings, and only the first were looked at",
-                workdir.display()
-            ));
-        }
-        // lstat below the working directory's handle: nothing followed.
-        let kind = |p: &Path| {
-            let rel = p.strip_prefix(&workdir).ok()?;
-            let st = self.wd.stat(rel).ok()??;
-            Some(match st.kind {
-                crate::hostfs::Kind::Dir => PathKind::Dir,
-                crate::hostfs::Kind::File => PathKind::File,
-                crate::hostfs::Kind::Link => PathKind::Symlink(PathBuf::new()),
-                crate::hostfs::Kind::Other => PathKind::Other,
-            })
-        };
-        let exit = host_run::present(&workdir, &found, &kind);
-        let is_dir = |p: &Path| kind(p) == Some(PathKind::Dir);
+        let is_dir = |p: &Path| kind(&self.wd, p) == Some(PathKind::Dir);
         let new = made_by_run(&self.start, &exit, ours, &workdir, &is_dir);
         if new.is_empty() {
             return outcome;

@@ -49,10 +49,11 @@ fn claude_codes_own_sandbox_is_off_under_claude_shim() {
     // Control: the same settings forced back on by the user's own
     // `--settings` (the last one wins) fail as they did before: inside the
     // whole agent bwrap cannot make its namespaces; per command, bwrap
-    // wraps claude-shim-shell, which cannot write its state root in there.
+    // wraps claude-shim-shell, whose filter (no AF_UNIX) keeps it from the
+    // session's socket, so the call fails closed.
     for (mode, why) in [
         (&[][..], "bwrap: Creating new namespace failed"),
-        (&["--per-command"][..], "Read-only file system"),
+        (&["--per-command"][..], "the command was not run"),
     ] {
         let w = World::new(None);
         enable_own_sandbox(&w);

@@ -12,7 +12,7 @@ fn error(body: &str) -> String {
     let text = format!("version = 1\n{body}\n");
     let e = parse(&text).expect_err(body).to_string();
     assert!(!e.contains('\n'), "not one line: {e:?}");
-    assert!(e.starts_with("policy specs/policies/x.toml: "), "{e}");
+    assert!(e.starts_with("use policy specs/policies/x.toml: "), "{e}");
     e
 }
 
@@ -74,15 +74,18 @@ fn a_minimal_policy_takes_the_strict_defaults() {
 #[test]
 fn version_is_required_and_must_be_1() {
     let e = parse("name = \"x\"").unwrap_err().to_string();
-    assert_eq!(e, "policy specs/policies/x.toml: version: missing (write version = 1)");
+    assert_eq!(
+        e,
+        "use policy specs/policies/x.toml: version: missing (write version = 1)"
+    );
     let e = parse("version = 2").unwrap_err().to_string();
     assert_eq!(
         e,
-        "policy specs/policies/x.toml: version: unsupported version 2; this build reads version 1"
+        "use policy specs/policies/x.toml: version: unsupported version 2; this build reads version 1"
     );
     let e = parse("version = \"1\"").unwrap_err().to_string();
     assert!(
-        e.starts_with("policy specs/policies/x.toml: version: invalid type"),
+        e.starts_with("use policy specs/policies/x.toml: version: invalid type"),
         "{e}"
     );
 }
@@ -264,7 +267,7 @@ fn syntax_errors_give_the_line() {
     assert!(matches!(e, PolicyError::Syntax { line: 2, .. }), "{e:?}");
     let s = e.to_string();
     assert!(
-        s.starts_with("policy specs/policies/x.toml: line 2: ") && !s.contains('\n'),
+        s.starts_with("use policy specs/policies/x.toml: line 2: ") && !s.contains('\n'),
         "{s}"
     );
     let e = parse("version = 1\nversion = 1\n").unwrap_err().to_string();
@@ -335,3 +338,4 @@ server_tools = ["web_search", "web_fetch", "mcp"]
         ]
     );
 }
+

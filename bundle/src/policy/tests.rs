@@ -339,3 +339,58 @@ server_tools = ["web_search", "web_fetch", "mcp"]
     );
 }
 
+/// Thousands of paths are checked by lookups, not by scanning every other
+/// entry (8,000 took 6.3 s before the error): the answers are the same.
+#[test]
+fn long_path_lists_are_checked_entry_by_entry() {
+    let n = 8000;
+    let list = |prefix: &str| {
+        (0..n)
+            .map(|i| format!("\"{prefix}/d{i}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // All distinct, none hidden: accepted.
+    let ok = format!(
+        "version = 1\n[filesystem]\nwritable = [{}]\nreadonly = [{}]\nhidden = [{}]\n",
+        list("/w"),
+        list("/r"),
+        list("/h")
+    );
+    let p = parse(&ok).unwrap();
+    assert_eq!(p.filesystem.writable.len(), n);
+    // The last bind repeats the first: named with both places.
+    let dup = format!(
+        "[filesystem]\nwritable = [{}]\nreadonly = [{}, \"/w/d0\"]",
+        list("/w"),
+        list("/r")
+    );
+    assert_error(
+        &dup,
+        &format!("filesystem.readonly[{n}]: /w/d0 is already listed in filesystem.writable[0]"),
+    );
+    // The last bind lies under the last of 8,000 hidden paths.
+    let hidden = format!(
+        "[filesystem]\nhidden = [{}]\nwritable = [{}, \"/h/d{}/x/y\"]",
+        list("/h"),
+        list("/w"),
+        n - 1
+    );
+    assert_error(
+        &hidden,
+        &format!(
+            "filesystem.writable[{n}]: /h/d{}/x/y is a hidden path or lies under one (/h/d{})",
+            n - 1,
+            n - 1
+        ),
+    );
+    // A repeated socket, and a repeated syscall, among thousands.
+    let sockets = (0..n)
+        .map(|i| format!("\"/s/{i}.sock\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert_error(
+        &format!("[filesystem]\nunix_sockets = [{sockets}, \"/s/7.sock\"]"),
+        &format!("filesystem.unix_sockets[{n}]: /s/7.sock is listed twice"),
+    );
+}

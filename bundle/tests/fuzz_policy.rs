@@ -314,7 +314,7 @@ fn policy_text() -> impl Strategy<Value = String> {
 fn check(text: &str, host: &Host, unprivileged: bool, terminal: bool) -> Result<(), String> {
     let policy = match Policy::from_toml_str(text, "fuzz.toml") {
         Ok(p) => p,
-        Err(e) => return one_line(&e.to_string(), "policy fuzz.toml: "),
+        Err(e) => return one_line(&e.to_string(), "use policy fuzz.toml: "),
     };
     match compile(&policy, host, &inv(unprivileged, terminal)) {
         Ok(c) => {

@@ -78,7 +78,7 @@ pub enum Command {
     /// Thaw a paused container
     Resume(liboci_cli::Resume),
     /// Update a container's resource limits
-    Update(liboci_cli::Update),
+    Update(Update),
     /// Print the OCI features JSON of this runtime
     Features(liboci_cli::Features),
     /// Write a default config.json
@@ -351,4 +351,56 @@ pub struct List {
     /// Print only the container ids
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// runc's `update` flags. liboci-cli's own took sizes as bare numbers and no
+/// negative quota; runc reads sizes with units (`50M`) and `-1` as no limit.
+#[derive(Args, Debug)]
+pub struct Update {
+    /// Read the new resource limits from the given JSON file (- for stdin); the other flags are then ignored
+    #[arg(short, long)]
+    pub resources: Option<PathBuf>,
+    /// Set a new I/O weight
+    #[arg(long)]
+    pub blkio_weight: Option<u64>,
+    /// CPU CFS period for hard capping (microseconds)
+    #[arg(long)]
+    pub cpu_period: Option<u64>,
+    /// CPU usage limit within a period (microseconds; -1 for none)
+    #[arg(long, allow_negative_numbers = true)]
+    pub cpu_quota: Option<i64>,
+    /// CPU realtime period (microseconds)
+    #[arg(long)]
+    pub cpu_rt_period: Option<u64>,
+    /// CPU realtime hard cap (microseconds)
+    #[arg(long, allow_negative_numbers = true)]
+    pub cpu_rt_runtime: Option<i64>,
+    /// CPU shares (relative weight against other containers)
+    #[arg(long)]
+    pub cpu_share: Option<u64>,
+    /// CPUs to use (0-3,7)
+    #[arg(long)]
+    pub cpuset_cpus: Option<String>,
+    /// Memory nodes to use (same format as --cpuset-cpus)
+    #[arg(long)]
+    pub cpuset_mems: Option<String>,
+    /// Memory limit (bytes, or with a unit: 50M, 1g; -1 for none)
+    #[arg(long, allow_negative_numbers = true, value_parser = bytes)]
+    pub memory: Option<i64>,
+    /// Memory reservation, the soft limit (bytes or with a unit; -1 for none)
+    #[arg(long, allow_negative_numbers = true, value_parser = bytes)]
+    pub memory_reservation: Option<i64>,
+    /// Memory plus swap limit (bytes or with a unit; -1 for unlimited swap)
+    #[arg(long, allow_negative_numbers = true, value_parser = bytes)]
+    pub memory_swap: Option<i64>,
+    /// Most processes the container may hold (-1 for none)
+    #[arg(long, allow_negative_numbers = true)]
+    pub pids_limit: Option<i64>,
+    /// Container identifier
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new(), required = true)]
+    pub container_id: String,
+}
+
+fn bytes(s: &str) -> anyhow::Result<i64> {
+    crate::units::parse_bytes(s)
 }

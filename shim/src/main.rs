@@ -1,6 +1,6 @@
 //! claude-shim: parse the command line, set up logging, dispatch a verb, and
 //! turn its result into runc's exit codes (0, the process's own status for
-//! `run`/`exec`, 1 for an error).
+//! `run`/`exec`, 1 for an error, 255 for a failed `exec`).
 
 mod admin;
 mod bounded;
@@ -19,6 +19,7 @@ mod session;
 mod state;
 mod terminal;
 mod timing;
+mod units;
 mod verify;
 
 use clap::Parser;
@@ -156,6 +157,16 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
     }
 }
 
+/// runc's exit status for a command that failed: 255 for `exec` (so a caller
+/// can tell the runtime's failure from the process's own status, which is
+/// what `exec` otherwise returns), 1 for every other verb.
+fn failure_code(cmd: &Command) -> i32 {
+    match cmd {
+        Command::Exec(_) => 255,
+        _ => 1,
+    }
+}
+
 fn systemd_running() -> bool {
     std::path::Path::new("/run/systemd/system").is_dir()
 }
@@ -221,7 +232,7 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             logging::report_error(sink, &error_line(&e));
-            1
+            failure_code(cmd)
         }
     };
     timing::mark("exit");

@@ -161,14 +161,16 @@ impl Env {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Runs and asserts a one-line error, a non-zero exit and no panic; returns the line.
+    /// Runs and asserts a one-line error, runc's exit status for a failure
+    /// (255 for `exec`, 1 otherwise) and no panic; returns the line.
     pub fn fails(&self, args: &[&str]) -> String {
         let out = self.run(args);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let code = if args.first() == Some(&"exec") { 255 } else { 1 };
         assert_eq!(
             out.status.code(),
-            Some(1),
-            "claude-shim {args:?} should fail with 1; stderr: {stderr}"
+            Some(code),
+            "claude-shim {args:?} should fail with {code}; stderr: {stderr}"
         );
         assert!(!stderr.contains("panicked"), "claude-shim {args:?} panicked: {stderr}");
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.contains("warning:")).collect();

@@ -48,7 +48,7 @@ pub struct Compiled {
 /// A policy that cannot be compiled for this invocation, in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
-    #[error("policy {origin}: {field}: {message}")]
+    #[error("use policy {origin}: {field}: {message}")]
     Field {
         origin: String,
         field: String,

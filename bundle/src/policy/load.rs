@@ -12,14 +12,14 @@ use super::schema::Policy;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     /// A field (or the value at it) is wrong.
-    #[error("policy {origin}: {field}: {message}")]
+    #[error("use policy {origin}: {field}: {message}")]
     Field {
         origin: String,
         field: String,
         message: String,
     },
     /// The text is not TOML.
-    #[error("policy {origin}: line {line}: {message}")]
+    #[error("use policy {origin}: line {line}: {message}")]
     Syntax {
         origin: String,
         line: usize,

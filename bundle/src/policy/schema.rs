@@ -169,8 +169,11 @@ impl Filesystem {
             })
             .filter(|b| !self.unhidden.iter().any(|u| &u.0 == b))
             .collect();
+        // A set beside the list: policies list thousands of paths, and a
+        // scan of `out` for each was quadratic.
+        let mut seen: std::collections::HashSet<PolicyPath> = out.iter().cloned().collect();
         for h in &self.hidden {
-            if !out.contains(&h.0) {
+            if seen.insert(h.0.clone()) {
                 out.push(h.0.clone());
             }
         }
@@ -180,8 +183,9 @@ impl Filesystem {
     /// The effective masked list.
     pub fn masked_paths(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = BUILTIN_MASKED.iter().map(PathBuf::from).collect();
+        let mut seen: std::collections::HashSet<PathBuf> = out.iter().cloned().collect();
         for m in &self.masked {
-            if !out.contains(&m.0) {
+            if seen.insert(m.0.clone()) {
                 out.push(m.0.clone());
             }
         }

@@ -2,7 +2,8 @@
 //! built-ins that exist, binds that neither repeat nor hide in a hidden
 //! path, modes and lists that agree. `load` runs them after parsing.
 
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use super::builtin::{builtin_protected, BUILTIN_HIDDEN};
 use super::env::{self, is_secret_name};
@@ -52,6 +53,14 @@ impl Policy {
                 binds.push((format!("filesystem.{field}[{i}]"), b));
             }
         }
+        // Lists run to thousands of paths: each check is a lookup of the
+        // path or of its ancestors, not a scan of every other entry.
+        let mut first_bind: HashMap<&PolicyPath, usize> = HashMap::new();
+        for (i, (_, b)) in binds.iter().enumerate() {
+            first_bind.entry(&b.path).or_insert(i);
+        }
+        let hidden = Covering::new(fs.hidden_paths());
+        let masked = Covering::new(fs.masked_paths().into_iter().map(PolicyPath::Absolute).collect());
         for (i, (path, b)) in binds.iter().enumerate() {
             if let PolicyPath::Absolute(p) = &b.path {
                 if p == Path::new("/") {
@@ -67,22 +76,22 @@ impl Policy {
                     );
                 }
             }
-            for (other, ob) in &binds[..i] {
-                if ob.path == b.path {
-                    return err(path, format!("{} is already listed in {other}", b.path));
-                }
+            if let Some(other) = first_bind.get(&b.path).filter(|j| **j < i) {
+                return err(path, format!("{} is already listed in {}", b.path, binds[*other].0));
             }
-            for h in fs.hidden_paths() {
-                if same_base_under(&b.path, &h) {
-                    return err(
-                        path,
-                        format!(
-                            "{} is a hidden path or lies under one ({h}); list it in filesystem.unhidden first",
-                            b.path
-                        ),
-                    );
-                }
+            if let Some(h) = hidden.covering(&b.path) {
+                return err(
+                    path,
+                    format!(
+                        "{} is a hidden path or lies under one ({h}); list it in filesystem.unhidden first",
+                        b.path
+                    ),
+                );
             }
+        }
+        let mut first_socket: HashMap<&PolicyPath, usize> = HashMap::new();
+        for (i, b) in fs.unix_sockets.iter().enumerate() {
+            first_socket.entry(&b.path).or_insert(i);
         }
         for (i, b) in fs.unix_sockets.iter().enumerate() {
             let field = format!("filesystem.unix_sockets[{i}]");
@@ -92,14 +101,14 @@ impl Policy {
                 }
                 // A socket in a masked directory would need a mount point in
                 // its read-only tmpfs.
-                if let Some(m) = fs.masked_paths().into_iter().find(|m| under(p, m)) {
-                    return err(field, format!("{} lies under the masked path {}", b.path, m.display()));
+                if let Some(m) = masked.covering(&b.path) {
+                    return err(field, format!("{} lies under the masked path {m}", b.path));
                 }
             }
-            if fs.unix_sockets[..i].iter().any(|o| o.path == b.path) {
+            if first_socket.get(&b.path).is_some_and(|j| *j < i) {
                 return err(field, format!("{} is listed twice", b.path));
             }
-            if let Some(h) = fs.hidden_paths().into_iter().find(|h| same_base_under(&b.path, h)) {
+            if let Some(h) = hidden.covering(&b.path) {
                 return err(
                     field,
                     format!(
@@ -183,23 +192,42 @@ impl Policy {
                 );
             }
         }
-        let mut seen = Vec::new();
+        let mut seen = HashSet::new();
         for (i, s) in self.seccomp.allow.iter().enumerate() {
-            if seen.contains(&&s.0) {
+            if !seen.insert(&s.0) {
                 return err(format!("seccomp.allow[{i}]"), format!("{:?} is listed twice", s.0));
             }
-            seen.push(&s.0);
         }
         Ok(())
     }
 }
 
-/// `a` equals `b` or lies under it, when both are written from the same base.
-fn same_base_under(a: &PolicyPath, b: &PolicyPath) -> bool {
-    match (a, b) {
-        (PolicyPath::Absolute(x), PolicyPath::Absolute(y)) | (PolicyPath::Home(x), PolicyPath::Home(y)) => {
-            x.starts_with(y)
+/// A list of paths, asked which of them a path equals or lies under (written
+/// from the same base: absolute, or from `~`). The answer is the first such
+/// entry in list order, found by looking up each ancestor of the path: the
+/// cost is the path's depth, not the list's length.
+struct Covering {
+    index: HashMap<PolicyPath, usize>,
+    list: Vec<PolicyPath>,
+}
+
+impl Covering {
+    fn new(list: Vec<PolicyPath>) -> Self {
+        let mut index = HashMap::new();
+        for (i, p) in list.iter().enumerate() {
+            index.entry(p.clone()).or_insert(i);
         }
-        _ => false,
+        Self { index, list }
+    }
+
+    fn covering(&self, path: &PolicyPath) -> Option<&PolicyPath> {
+        let (p, wrap): (&Path, fn(PathBuf) -> PolicyPath) = match path {
+            PolicyPath::Absolute(p) => (p, PolicyPath::Absolute),
+            PolicyPath::Home(p) => (p, PolicyPath::Home),
+        };
+        p.ancestors()
+            .filter_map(|a| self.index.get(&wrap(a.to_path_buf())))
+            .min()
+            .map(|i| &self.list[*i])
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::{Process, UserBuilder};
 
 use crate::runtime::foreground::{self, ConsoleSocket};
@@ -15,8 +15,8 @@ fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result
     if let Some(path) = &args.process {
         let raw = crate::bounded::read(path, crate::bounded::SPEC_LIMIT)
             .with_context(|| format!("read process file {}", path.display()))?;
-        let p: Process =
-            serde_json::from_slice(&raw).map_err(|e| anyhow!("parse process file {}: {e}", path.display()))?;
+        let what = format!("process file {}", path.display());
+        let p: Process = crate::runtime::unknown_caps::parse(&raw, "/capabilities", &what)?;
         crate::runtime::validate::process(&p).with_context(|| format!("use process file {}", path.display()))?;
         return Ok(p);
     }
@@ -42,6 +42,12 @@ fn process_from_args(rt: &Runtime, args: &liboci_cli::Exec, tty: bool) -> Result
             user = user.additional_gids(args.additional_gids.clone());
         }
         p.set_user(user.build()?);
+    }
+    if let Some(profile) = &args.apparmor {
+        p.set_apparmor_profile(Some(profile.clone()));
+    }
+    if let Some(label) = &args.process_label {
+        p.set_selinux_label(Some(label.clone()));
     }
     if args.no_new_privs {
         p.set_no_new_privileges(Some(true));
@@ -147,6 +153,7 @@ pub fn exec(rt: &Runtime, args: &liboci_cli::Exec) -> Result<i32> {
         terminal,
         preserve_fds: args.preserve_fds,
         ignore_paused: args.ignore_paused,
+        cgroup: args.cgroup.as_deref(),
         stdio: None,
     };
     let result = rt.exec(req);

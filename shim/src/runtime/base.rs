@@ -106,7 +106,9 @@ impl Runtime {
         };
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => Ok(Some(IdLock(lock))),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => bail!("container {id} is being created by another process"),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                bail!("use container {id}: it is being created by another process")
+            }
             Err((_, e)) => Err(e).with_context(|| format!("lock {}", path.display())),
         }
     }

@@ -257,6 +257,7 @@ pub fn remove(dirs: &[PathBuf]) -> Result<()> {
         // A killed process leaves its cgroup a moment after it is reaped.
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
+            remove_children(dir, 0);
             match fs::remove_dir(dir) {
                 Ok(()) => break,
                 Err(e) if e.kind() == ErrorKind::NotFound => break,
@@ -283,6 +284,25 @@ pub fn remove(dirs: &[PathBuf]) -> Result<()> {
         0 => Ok(()),
         1 => bail!("remove cgroup {}", left[0]),
         n => bail!("remove cgroup {} (and {} more hierarchies)", left[0], n - 1),
+    }
+}
+
+/// Removes the cgroups below `dir`, deepest first: ones made inside the
+/// container (it owns its cgroup namespace's root) or joined by `exec
+/// --cgroup`; runc removes them too. Errors show up at `dir`'s own rmdir.
+fn remove_children(dir: &Path, depth: usize) {
+    // cgroupfs nests no deeper than this in practice; a bound keeps a
+    // hostile tree from recursing without end.
+    if depth > 32 {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let child = entry.path();
+            remove_children(&child, depth + 1);
+            let _ = fs::remove_dir(&child);
+        }
     }
 }
 

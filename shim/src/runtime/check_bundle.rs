@@ -35,7 +35,7 @@ impl Runtime {
         let raw = crate::bounded::read(&config_path, crate::bounded::SPEC_LIMIT)
             .with_context(|| format!("read {}", config_path.display()))?;
         let mut spec: Spec =
-            serde_json::from_slice(&raw).map_err(|e| anyhow!("parse {}: {e}", config_path.display()))?;
+            super::unknown_caps::parse(&raw, "/process/capabilities", &config_path.display().to_string())?;
         validate::spec(&spec).with_context(|| format!("use {}", config_path.display()))?;
         if !spec.version().starts_with("1.") {
             bail!(
@@ -54,6 +54,13 @@ impl Runtime {
         let rootfs = fs::canonicalize(&rootfs).with_context(|| format!("open rootfs {}", rootfs.display()))?;
         if !rootfs.is_dir() {
             bail!("use rootfs {}: it is not a directory", rootfs.display());
+        }
+        if rootfs == Path::new("/") {
+            // libcontainer failed this far later, as "failed to detect cgroup setup".
+            bail!(
+                "use rootfs {}: it is the host's /, and a container needs a root of its own",
+                root_path.display()
+            );
         }
         if spec
             .process()

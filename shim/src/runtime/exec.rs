@@ -17,15 +17,19 @@ use super::kernel::{caps_effective, has_new_namespace, is_host_root};
 use super::{cgroup_v2, pid_file, seccomp_cache};
 
 impl Runtime {
-    /// Starts a process in a running container (libcontainer's tenant).
+    /// Starts a process in a running or created container (libcontainer's
+    /// tenant); runc allows both, and engines exec into a created one.
     pub fn exec(&self, req: ExecRequest<'_>) -> Result<nix::unistd::Pid> {
         let id = req.id;
         let pid_file = req.pid_file.map(pid_file::resolve).transpose()?;
         let c = self.load(id)?;
         match c.status() {
-            ContainerStatus::Running => {}
+            ContainerStatus::Running | ContainerStatus::Created => {}
             ContainerStatus::Paused if req.ignore_paused => {}
-            s => bail!("exec in container {id}: it is {}, not running", status_name(s)),
+            s => bail!(
+                "exec in container {id}: it is {}, not created or running",
+                status_name(s)
+            ),
         }
         if !is_host_root() && !c.systemd() && cgroup_v2::is_unified() {
             let path = c
@@ -39,6 +43,16 @@ impl Runtime {
                 );
             }
         }
+        let sub_cgroup = match req.cgroup {
+            Some(sub) => {
+                let base = c
+                    .spec()
+                    .map_err(|e| anyhow!("read config of container {id}: {e}"))?
+                    .cgroup_path;
+                Some(sub_cgroup(&base, sub).with_context(|| format!("exec in container {id} with --cgroup {sub:?}"))?)
+            }
+            None => None,
+        };
         let spec = self.effective_spec(id)?;
         if has_new_namespace(&spec, LinuxNamespaceType::User) {
             let pid = c
@@ -74,6 +88,7 @@ impl Runtime {
             .with_detach(req.terminal)
             .with_process(Some(req.process))
             .with_ignore_paused(req.ignore_paused)
+            .with_sub_cgroup(sub_cgroup)
             .build()
             .map_err(|e| anyhow!("exec in container {id}: {}", libcontainer_error(&e)))?;
         if let Some(path) = &pid_file {
@@ -93,7 +108,35 @@ pub struct ExecRequest<'a> {
     pub terminal: bool,
     pub preserve_fds: i32,
     pub ignore_paused: bool,
+    /// runc's `exec --cgroup`: an existing cgroup below the container's.
+    pub cgroup: Option<&'a str>,
     pub stdio: Option<[OwnedFd; 3]>,
+}
+
+/// Checks runc's `exec --cgroup PATH` against the container's cgroup `base`
+/// and returns the path to hand libcontainer. runc refuses a sub-cgroup that
+/// does not exist; libcontainer would make it (or, with `..`, refuse only
+/// late). The `CONTROLLER:PATH` form is refused: libcontainer moves the
+/// process in every hierarchy at once.
+fn sub_cgroup(base: &Path, sub: &str) -> Result<String> {
+    use std::path::Component;
+    if sub.contains(':') {
+        bail!("claude-shim takes one path for every controller, not the CONTROLLER:PATH form");
+    }
+    let rel = Path::new(sub.trim_start_matches('/'));
+    if rel
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        bail!("the path must stay below the container's cgroup");
+    }
+    for dir in super::cgroup::dirs(base)? {
+        let want = dir.join(rel);
+        if !want.is_dir() {
+            bail!("{} does not exist (runc joins only an existing cgroup)", want.display());
+        }
+    }
+    Ok(rel.to_string_lossy().into_owned())
 }
 
 /// libcontainer 0.7 joins an exec'd process to every namespace of the init but

@@ -49,12 +49,24 @@ impl ConsoleSocket {
             if let ControlMessageOwned::ScmRights(fds) = cmsg {
                 if let Some(&fd) = fds.first() {
                     // SAFETY: the kernel just installed this descriptor for us.
-                    return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+                    let master = unsafe { OwnedFd::from_raw_fd(fd) };
+                    clear_onlcr(&master)?;
+                    return Ok(master);
                 }
             }
         }
         bail!("receive the pty master: no descriptor in the message")
     }
+}
+
+/// The container's output reaches the caller's own terminal, which turns
+/// `\n` into `\r\n` already; with the pty doing it too, every line ended
+/// `\r\n` in a file or a pipe. runc clears ONLCR on the master it relays.
+fn clear_onlcr(master: &OwnedFd) -> Result<()> {
+    use nix::sys::termios::{tcgetattr, tcsetattr, OutputFlags, SetArg};
+    let mut t = tcgetattr(master).context("read the pty's terminal settings")?;
+    t.output_flags.remove(OutputFlags::ONLCR);
+    tcsetattr(master, SetArg::TCSANOW, &t).context("clear ONLCR on the pty")
 }
 
 impl Drop for ConsoleSocket {
@@ -79,6 +91,9 @@ impl RawTerminal {
         }
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
+        // Output processing stays on, as in runc: the container's pty has
+        // ONLCR cleared (`clear_onlcr`), so this terminal ends its lines.
+        raw.output_flags |= termios::OutputFlags::OPOST;
         termios::tcsetattr(fd, SetArg::TCSANOW, &raw).ok()?;
         Some(Self {
             fd: fd.as_raw_fd(),

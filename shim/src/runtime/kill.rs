@@ -25,7 +25,7 @@ impl Runtime {
             bail!("kill container {id}: it is not running");
         }
         let sig = if status == ContainerStatus::Created && terminates(sig) {
-            NixSignal::SIGKILL
+            NixSignal::SIGKILL as libc::c_int
         } else {
             sig
         };
@@ -37,14 +37,16 @@ impl Runtime {
             if freeze {
                 self.set_freezer(id, &c, FreezerState::Frozen);
             }
-            own.signal_all(sig as libc::c_int);
+            own.signal_all(sig);
             if freeze {
                 self.set_freezer(id, &c, FreezerState::Thawed);
             }
-        } else {
-            own.signal_init(sig as libc::c_int)?;
+        } else if !own.signal_init(sig)? && sig == 0 {
+            // Signal 0 is a liveness check (runc passes it to kill(2)): an
+            // init that is gone is the answer.
+            bail!("kill container {id}: it is not running");
         }
-        if status == ContainerStatus::Paused && sig == NixSignal::SIGKILL {
+        if status == ContainerStatus::Paused && sig == NixSignal::SIGKILL as libc::c_int {
             // A frozen init cannot die; thaw it.
             self.set_freezer(id, &c, FreezerState::Thawed);
         }
@@ -52,10 +54,13 @@ impl Runtime {
     }
 }
 
-/// runc's signal forms: a name with or without SIG, or a number.
-pub fn parse_signal(s: &str) -> Result<NixSignal> {
+/// runc's signal forms: a name with or without SIG, or a number; 0 (no
+/// signal, only the check that the init is there) as runc takes it.
+pub fn parse_signal(s: &str) -> Result<libc::c_int> {
     let upper = s.to_ascii_uppercase();
-    let parsed = if let Ok(n) = upper.parse::<i32>() {
+    let parsed = if upper == "0" {
+        return Ok(0);
+    } else if let Ok(n) = upper.parse::<i32>() {
         NixSignal::try_from(n).ok()
     } else {
         let name = if upper.starts_with("SIG") {
@@ -65,16 +70,18 @@ pub fn parse_signal(s: &str) -> Result<NixSignal> {
         };
         name.parse::<NixSignal>().ok()
     };
-    parsed.ok_or_else(|| anyhow!("parse signal {s:?}: it is not a signal name or number"))
+    parsed
+        .map(|s| s as libc::c_int)
+        .ok_or_else(|| anyhow!("parse signal {s:?}: it is not a signal name or number"))
 }
 
-/// Signals whose default action ends the process.
-fn terminates(sig: NixSignal) -> bool {
+/// Signals whose default action ends the process (0 is no signal at all).
+fn terminates(sig: libc::c_int) -> bool {
     use NixSignal::*;
-    !matches!(
-        sig,
-        SIGCHLD | SIGCONT | SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU | SIGURG | SIGWINCH
-    )
+    sig != 0
+        && ![SIGCHLD, SIGCONT, SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGWINCH]
+            .iter()
+            .any(|s| *s as libc::c_int == sig)
 }
 
 #[cfg(test)]
@@ -83,10 +90,11 @@ mod tests {
 
     #[test]
     fn signals_parse_like_runc() {
-        assert_eq!(parse_signal("KILL").unwrap(), NixSignal::SIGKILL);
-        assert_eq!(parse_signal("sigterm").unwrap(), NixSignal::SIGTERM);
-        assert_eq!(parse_signal("9").unwrap(), NixSignal::SIGKILL);
-        assert_eq!(parse_signal("SIGUSR1").unwrap(), NixSignal::SIGUSR1);
+        assert_eq!(parse_signal("KILL").unwrap(), libc::SIGKILL);
+        assert_eq!(parse_signal("sigterm").unwrap(), libc::SIGTERM);
+        assert_eq!(parse_signal("9").unwrap(), libc::SIGKILL);
+        assert_eq!(parse_signal("SIGUSR1").unwrap(), libc::SIGUSR1);
+        assert_eq!(parse_signal("0").unwrap(), 0);
         assert!(parse_signal("NOPE").is_err());
         assert!(parse_signal("99").is_err());
     }

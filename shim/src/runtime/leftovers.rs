@@ -141,15 +141,24 @@ fn load_settled(dir: &Path) -> Option<Container> {
 }
 
 /// What libcontainer's delete does once the processes are gone, without its
-/// cgroup-wide kill: the poststop hooks. A failing hook is a warning, as the
-/// OCI spec says.
+/// cgroup-wide kill: the poststop hooks. A failing hook is a warning and the
+/// next one runs, as the OCI spec says.
 fn run_poststop(id: &str, mut c: Container) {
     let Ok(config) = libcontainer::config::YoukiConfig::load(&c.root) else {
         return;
     };
     let Some(hooks) = config.hooks.as_ref() else { return };
     c.set_status(ContainerStatus::Stopped);
-    if let Err(e) = libcontainer::hooks::run_hooks(hooks.poststop().as_ref(), Some(&c.state), None, None, None) {
-        tracing::warn!("poststop hook of container {id}: {}", libcontainer_error(&e));
+    // One at a time: run_hooks stops at the first failure, and the spec says
+    // the remaining hooks still run.
+    for hook in hooks.poststop().iter().flatten() {
+        let one = Some(vec![hook.clone()]);
+        if let Err(e) = libcontainer::hooks::run_hooks(one.as_ref(), Some(&c.state), None, None, None) {
+            tracing::warn!(
+                "poststop hook {} of container {id}: {}",
+                hook.path().display(),
+                libcontainer_error(&e)
+            );
+        }
     }
 }

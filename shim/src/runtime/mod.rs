@@ -14,6 +14,7 @@
 //! helpers below them keep a concern each (cgroups, devices, guards...). This
 //! file only declares the modules and re-exports what the commands use.
 
+pub mod apparmor;
 mod base;
 pub mod cgroup;
 pub mod cgroup_userns;
@@ -46,6 +47,7 @@ pub mod seccomp_cache;
 mod start;
 pub mod started;
 mod state;
+pub mod unknown_caps;
 mod update;
 pub mod validate;
 

@@ -20,6 +20,7 @@ impl Runtime {
             .spec()
             .map_err(|e| anyhow!("read config of container {id}: {e}"))?
             .cgroup_path;
+        super::validate::unified_only_on_v2(Some(resources)).map_err(|e| anyhow!("update container {id}: {e}"))?;
         let m = cgroup_manager(&path, id, c.systemd())?.with_rootless(!is_host_root());
         let effective = self.effective_spec(id).ok();
         // On cgroup v2 every apply rebuilds the device program, from the

@@ -9,9 +9,13 @@
 //! - A user or group id is in 0..=2147483647, as runc requires: 4294967295
 //!   is (uid_t)-1, which setuid/setgid take as "leave unchanged", so the
 //!   process would keep the runtime's root.
+//! - `linux.resources.unified` only where cgroup v2 is the whole setup.
+//! - rlimits with soft above hard, relative hook paths and an AppArmor
+//!   profile the machine cannot apply are refused naming what is wrong; the
+//!   kernel or libcontainer said only EINVAL or ENOENT.
 
 use anyhow::{bail, Result};
-use oci_spec::runtime::{Process, Spec};
+use oci_spec::runtime::{LinuxResources, Process, Spec};
 use serde_json::Value;
 
 /// The largest id runc accepts (the kernel's ids are signed in places).
@@ -25,7 +29,12 @@ pub fn spec(spec: &Spec) -> Result<()> {
     }
     if let Some(p) = spec.process() {
         ids_in_range(p)?;
+        rlimits_ordered(p)?;
+        super::apparmor::check("process.apparmorProfile", p.apparmor_profile().as_deref())?;
     }
+    hooks_absolute(spec)?;
+    let resources = spec.linux().as_ref().and_then(|l| l.resources().as_ref());
+    unified_only_on_v2(resources)?;
     let mut seen = Vec::new();
     for (i, ns) in spec
         .linux()
@@ -43,13 +52,74 @@ pub fn spec(spec: &Spec) -> Result<()> {
     Ok(())
 }
 
+/// `linux.resources.unified` names cgroup v2 files: on v1 hierarchies they
+/// do not exist, and libcgroups' v1 manager skips them without a word (runc:
+/// "cannot use unified on cgroup v1").
+pub fn unified_only_on_v2(resources: Option<&LinuxResources>) -> Result<()> {
+    let unified = resources.and_then(|r| r.unified().as_ref()).filter(|u| !u.is_empty());
+    if let Some(files) = unified {
+        if !super::cgroup_v2::is_unified() {
+            let mut names: Vec<&String> = files.keys().collect();
+            names.sort();
+            bail!(
+                "linux.resources.unified sets {}: cgroup v2 files, and this machine's cgroups are v1",
+                names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Refuses what an exec's process must not hold.
 pub fn process(process: &Process) -> Result<()> {
     let value = serde_json::to_value(process)?;
     if let Some(field) = nul_field(&value, "process") {
         bail!("{field} holds a NUL byte");
     }
-    ids_in_range(process)
+    ids_in_range(process)?;
+    rlimits_ordered(process)?;
+    super::apparmor::check("process.apparmorProfile", process.apparmor_profile().as_deref())
+}
+
+/// setrlimit(2) refuses a soft limit above the hard one with a bare EINVAL
+/// from inside the init; say which limit and both values.
+fn rlimits_ordered(process: &Process) -> Result<()> {
+    for (i, r) in process.rlimits().iter().flatten().enumerate() {
+        if r.soft() > r.hard() {
+            bail!(
+                "process.rlimits[{i}] {}: the soft limit {} is above the hard limit {}",
+                serde_json::to_value(r.typ())?.as_str().unwrap_or("?"),
+                r.soft(),
+                r.hard()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The runtime spec wants every hook's path absolute; a relative one failed
+/// at start with "No such file or directory" and no path.
+fn hooks_absolute(spec: &Spec) -> Result<()> {
+    let Some(h) = spec.hooks() else { return Ok(()) };
+    let kinds = [
+        ("prestart", h.prestart()),
+        ("createRuntime", h.create_runtime()),
+        ("createContainer", h.create_container()),
+        ("startContainer", h.start_container()),
+        ("poststart", h.poststart()),
+        ("poststop", h.poststop()),
+    ];
+    for (kind, hooks) in kinds {
+        for (i, hook) in hooks.iter().flatten().enumerate() {
+            if !hook.path().is_absolute() {
+                bail!(
+                    "hooks.{kind}[{i}].path {:?}: it must be an absolute path (runtime spec)",
+                    hook.path().display().to_string()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn ids_in_range(process: &Process) -> Result<()> {
@@ -107,6 +177,30 @@ mod tests {
         let mut s = Spec::default();
         s.set_hostname(Some("a\0b".into()));
         assert_eq!(spec(&s).unwrap_err().to_string(), "hostname holds a NUL byte");
+    }
+
+    #[test]
+    fn rlimits_and_hooks_are_refused_with_what_is_wrong() {
+        use oci_spec::runtime::{HookBuilder, HooksBuilder, PosixRlimitBuilder, PosixRlimitType};
+        let mut s = Spec::default();
+        let mut p = s.process().clone().unwrap();
+        let r = PosixRlimitBuilder::default()
+            .typ(PosixRlimitType::RlimitNofile)
+            .soft(2048u64)
+            .hard(1024u64)
+            .build()
+            .unwrap();
+        p.set_rlimits(Some(vec![r]));
+        assert_eq!(
+            process(&p).unwrap_err().to_string(),
+            "process.rlimits[0] RLIMIT_NOFILE: the soft limit 2048 is above the hard limit 1024"
+        );
+        let hook = HookBuilder::default().path("hooks/x").build().unwrap();
+        s.set_hooks(Some(HooksBuilder::default().poststop(vec![hook]).build().unwrap()));
+        assert_eq!(
+            spec(&s).unwrap_err().to_string(),
+            "hooks.poststop[0].path \"hooks/x\": it must be an absolute path (runtime spec)"
+        );
     }
 
     #[test]

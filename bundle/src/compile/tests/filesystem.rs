@@ -242,7 +242,7 @@ fn path_rules_hold_through_symlinks() {
     ];
     for (body, want) in cases {
         let e = error(&policy(&format!("[filesystem]\n{body}")), &host, &inv());
-        assert_eq!(e, format!("policy test.toml: {want}"), "{body}");
+        assert_eq!(e, format!("use policy test.toml: {want}"), "{body}");
     }
     // A link to an ordinary directory binds what it points to.
     let c = run(&policy("[filesystem]\nwritable = [\"~/cachelink\"]"), &host, &inv());
@@ -276,7 +276,7 @@ fn too_many_env_files_is_refused() {
     }
     let e = error(&Policy::embedded_default(), &host, &inv());
     assert!(
-        e.starts_with("policy embedded:agent.toml: filesystem.hide_env_files: /home/u/proj holds 1000"),
+        e.starts_with("use policy embedded:agent.toml: filesystem.hide_env_files: /home/u/proj holds 1000"),
         "{e}"
     );
 }
@@ -340,7 +340,7 @@ fn extra_binds_missing_required_optional_and_conflicting() {
     let e = error(&policy("[filesystem]\nwritable = [\"/data\"]"), &host, &inv());
     assert_eq!(
         e,
-        "policy test.toml: filesystem.writable[0]: /data does not exist (a leading \"?\" skips a missing path)"
+        "use policy test.toml: filesystem.writable[0]: /data does not exist (a leading \"?\" skips a missing path)"
     );
     let c = run(&policy("[filesystem]\nwritable = [\"?/data\"]"), &host, &inv());
     assert!(mount_at(&c, "/data").is_empty());

@@ -65,7 +65,7 @@ fn namespaces_and_user_namespace_choice() {
         &inv(),
     );
     assert!(
-        e.starts_with("policy test.toml: identity.user_namespace: \"never\" is refused when running unprivileged"),
+        e.starts_with("use policy test.toml: identity.user_namespace: \"never\" is refused when running unprivileged"),
         "{e}"
     );
 }
@@ -133,12 +133,12 @@ fn seccomp_is_the_agent_profile_plus_explicit_allows() {
     );
     let e = error(&policy("[seccomp]\nprofile = \"/etc/bad.json\""), &host, &inv());
     assert!(
-        e.starts_with("policy test.toml: seccomp.profile: /etc/bad.json is not an OCI LinuxSeccomp JSON"),
+        e.starts_with("use policy test.toml: seccomp.profile: /etc/bad.json is not an OCI LinuxSeccomp JSON"),
         "{e}"
     );
     let e = error(&policy("[seccomp]\nprofile = \"/etc/none.json\""), &host, &inv());
     assert!(
-        e.starts_with("policy test.toml: seccomp.profile: read /etc/none.json:"),
+        e.starts_with("use policy test.toml: seccomp.profile: read /etc/none.json:"),
         "{e}"
     );
 }

@@ -71,7 +71,7 @@ pub enum HomeMode {
 }
 
 /// A path as written: absolute, `~` (the caller's home) or `~/...`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PolicyPath {
     Absolute(PathBuf),
     /// Relative to the caller's home; empty for `~` itself.

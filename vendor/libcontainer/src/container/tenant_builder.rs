@@ -377,7 +377,9 @@ impl TenantContainerBuilder {
         let container = Container::load(container_dir)?;
 
         match container.status() {
-            ContainerStatus::Running => Ok(container),
+            // runc execs into a created container too: its init already holds
+            // the namespaces and the cgroup, it only waits to be started.
+            ContainerStatus::Running | ContainerStatus::Created => Ok(container),
             ContainerStatus::Paused if self.ignore_paused => Ok(container),
             _ => {
                 tracing::error!(status = ?container.status(), "cannot exec: invalid container state");

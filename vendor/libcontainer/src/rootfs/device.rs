@@ -186,7 +186,16 @@ impl Device {
                 )));
             }
         };
-        root.create(&dest, &inode).map_err(|err| {
+        match root.create(&dest, &inode) {
+            // Without a /dev mount the nodes land in the rootfs itself: the
+            // next container on it finds them, and runc keeps what is there.
+            Err(e) if e.kind() == pathrs::error::ErrorKind::OsError(Some(libc::EEXIST)) => {
+                tracing::debug!(path = ?dest, "device node already present, kept");
+                return Ok(());
+            }
+            other => other,
+        }
+        .map_err(|err| {
             tracing::error!(
                 ?err,
                 path = ?dest,
@@ -296,6 +305,8 @@ mod tests {
         device.mknod_dev(tmp_dir.path(), &fifo("/dev/sub/fifo"))?;
         let meta = std::fs::symlink_metadata(tmp_dir.path().join("dev/sub/fifo"))?;
         assert!(meta.file_type().is_fifo());
+        // The same rootfs again (no /dev mount): the node is kept.
+        device.mknod_dev(tmp_dir.path(), &fifo("/dev/sub/fifo"))?;
         Ok(())
     }
 

@@ -33,6 +33,8 @@ pub enum RootfsError {
     Mount(#[from] mount::MountError),
     #[error(transparent)]
     Device(#[from] device::DeviceError),
+    #[error("make /dev read-only (its mount has the option ro): {0}")]
+    DevReadOnly(String),
 }
 
 type Result<T> = std::result::Result<T, RootfsError>;

@@ -122,7 +122,41 @@ impl RootFS {
         }?;
 
         symlinker.setup_ptmx(rootfs)?;
+        if dev_read_only(spec) {
+            self.make_dev_read_only(rootfs)?;
+        }
         Ok(())
+    }
+
+    /// The /dev tmpfs is mounted writable so the nodes and links can be made
+    /// in it; an `ro` the spec gave it is applied now that they are (runc
+    /// remounts it too). mount_setattr(2) adds MS_RDONLY alone, keeping
+    /// nosuid and the rest; /dev is reached through the rootfs handle.
+    fn make_dev_read_only(&self, rootfs: &Path) -> Result<()> {
+        use std::os::fd::{AsFd, OwnedFd};
+
+        use crate::syscall::linux::{MountAttr, AT_EMPTY_PATH, MOUNT_ATTR_RDONLY};
+        let fail = |e: String| RootfsError::DevReadOnly(e);
+        let root = pathrs::Root::open(rootfs).map_err(|e| fail(e.to_string()))?;
+        let dev: OwnedFd = root
+            .resolve_nofollow("/dev")
+            .map_err(|e| fail(e.to_string()))?
+            .into();
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        self.syscall
+            .mount_setattr(
+                dev.as_fd(),
+                Path::new(""),
+                AT_EMPTY_PATH,
+                &attr,
+                std::mem::size_of::<MountAttr>(),
+            )
+            .map_err(|e| fail(e.to_string()))
     }
 
     /// Change propagation type of rootfs as specified in spec.
@@ -149,4 +183,16 @@ impl RootFS {
 
         Ok(())
     }
+}
+
+/// Whether the spec's /dev mount asks to be read-only (its last `ro` or `rw`).
+fn dev_read_only(spec: &Spec) -> bool {
+    spec.mounts()
+        .iter()
+        .flatten()
+        .filter(|m| m.destination() == Path::new("/dev"))
+        .next_back()
+        .and_then(|m| m.options().as_ref())
+        .and_then(|o| o.iter().rev().find(|o| *o == "ro" || *o == "rw"))
+        .is_some_and(|o| o == "ro")
 }

@@ -41,6 +41,23 @@ fn link(root: &Root, target: &str, at: &Path) -> Result<()> {
         })
 }
 
+/// A /dev link that something already holds is left as it is, as runc does:
+/// without a /dev mount the links land in the rootfs itself, and the second
+/// run of the same rootfs found them there ("symlinkat ... File exists").
+fn link_unless_present(root: &Root, target: &str, at: &Path) -> Result<()> {
+    match root.create(at, &InodeType::Symlink(PathBuf::from(target))) {
+        Err(e) if e.kind() == pathrs::error::ErrorKind::OsError(Some(libc::EEXIST)) => {
+            tracing::debug!(?at, "already present, kept");
+            Ok(())
+        }
+        Err(err) => {
+            tracing::error!(?err, ?at, "failed to symlink {target}");
+            Err(err.into())
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
 impl Symlink {
     pub fn new() -> Symlink {
         Symlink::with_syscall(create_syscall())
@@ -89,7 +106,7 @@ impl Symlink {
     // since not every architecture has /proc/kcore file.
     pub fn setup_kcore_symlink(&self, rootfs: &Path) -> Result<()> {
         if Path::new("/proc/kcore").exists() {
-            link(&Root::open(rootfs)?, "/proc/kcore", Path::new("/dev/kcore"))?;
+            link_unless_present(&Root::open(rootfs)?, "/proc/kcore", Path::new("/dev/kcore"))?;
         }
         Ok(())
     }
@@ -103,7 +120,7 @@ impl Symlink {
         ];
         let root = Root::open(rootfs)?;
         for (src, dst) in defaults {
-            link(&root, src, Path::new(dst))?;
+            link_unless_present(&root, src, Path::new(dst))?;
         }
 
         Ok(())
@@ -160,6 +177,8 @@ mod tests {
                 fs::read_link(tmp_dir.path().join(at)).unwrap()
             );
         }
+        // A second container on the same rootfs (no /dev mount) finds them.
+        assert!(symlink.setup_default_symlinks(tmp_dir.path()).is_ok());
     }
 
     // /dev in the rootfs pointing at a host directory: the links land inside

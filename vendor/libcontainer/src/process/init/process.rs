@@ -1039,12 +1039,13 @@ fn verify_cwd() -> Result<()> {
     Ok(())
 }
 
-/// Set the HOME environment variable if it is not already set or is empty.
+/// Set the HOME environment variable if it is not already set or is empty:
+/// the user's home in the container's /etc/passwd, else "/", as runc does
+/// (a uid without an entry, e.g. `exec --user 1000`, got no HOME at all).
 fn set_home_env_if_not_exists(envs: &mut HashMap<String, String>, uid: Uid) {
     if envs.get("HOME").is_none_or(|v| v.is_empty()) {
-        if let Some(dir_home) = utils::get_user_home(uid.into()) {
-            set_home_from_path(envs, &dir_home);
-        }
+        let dir_home = utils::get_user_home(uid.into()).unwrap_or_else(|| PathBuf::from("/"));
+        set_home_from_path(envs, &dir_home);
     }
 }
 
@@ -1417,7 +1418,7 @@ mod tests {
             .ok()
             .flatten()
             .and_then(|user| user.dir.to_str().map(|s| s.to_owned()))
-            .unwrap_or_default();
+            .unwrap_or_else(|| "/".to_owned());
 
         set_home_env_if_not_exists(&mut envs, test_uid);
         assert_eq!(envs.get("HOME"), Some(&expected));
@@ -1445,7 +1446,7 @@ mod tests {
             .ok()
             .flatten()
             .and_then(|user| user.dir.to_str().map(|s| s.to_owned()))
-            .unwrap_or_default();
+            .unwrap_or_else(|| "/".to_owned());
 
         set_home_env_if_not_exists(&mut envs, test_uid);
         assert_eq!(envs.get("HOME"), Some(&expected));

@@ -11,6 +11,7 @@ mod doctor;
 mod hostfs;
 mod logging;
 mod network;
+mod program;
 mod replace;
 mod runtime;
 mod sandbox;

@@ -277,14 +277,8 @@ pub fn project_root(start: &Path) -> PathBuf {
 /// Finds `claude` on PATH (absolute, symlinks resolved, so the same file
 /// runs inside, where the host's / is mounted read-only).
 pub fn find_claude() -> Result<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for d in std::env::split_paths(&path) {
-        let p = d.join("claude");
-        if p.is_file() && nix::unistd::access(&p, nix::unistd::AccessFlags::X_OK).is_ok() {
-            return Ok(p);
-        }
-    }
-    bail!("find claude: it is not on PATH (npm install -g @anthropic-ai/claude-code)")
+    crate::program::on_path("claude")
+        .ok_or_else(|| anyhow::anyhow!("find claude: it is not on PATH (npm install -g @anthropic-ai/claude-code)"))
 }
 
 #[cfg(test)]

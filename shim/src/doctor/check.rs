@@ -88,22 +88,3 @@ pub fn first_line(program: &std::path::Path, args: &[&str]) -> Result<String, St
         ))
     }
 }
-
-/// The first executable `name` on PATH or in the system directories.
-pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(
-            [
-                "/usr/local/sbin",
-                "/usr/local/bin",
-                "/usr/sbin",
-                "/usr/bin",
-                "/sbin",
-                "/bin",
-            ]
-            .map(Into::into),
-        )
-        .map(|d| d.join(name))
-        .find(|p| p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok())
-}

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use super::check::{find_program, first_line, Check};
+use super::check::{first_line, Check};
+use crate::program::find as find_program;
 
 pub fn checks() -> Vec<Check> {
     let Some(claude) = find_program("claude") else {

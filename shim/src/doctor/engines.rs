@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::check::{find_program, Check};
+use super::check::Check;
+use crate::program::find as find_program;
 
 /// The runtime name hack/install registers with every engine.
 const NAME: &str = "claude-shim";

@@ -36,24 +36,17 @@ pub const NFT_ENV: &str = "CLAUDE_SHIM_NFT";
 pub fn find_tool(name: &str, env: &str, package: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(env) {
         let p = PathBuf::from(p);
-        if is_executable(&p) {
+        if crate::program::is_executable(&p) {
             return Ok(p);
         }
         bail!("use {} ({env}): it is not an executable file", p.display());
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::env::split_paths(&path).chain(["/usr/sbin", "/usr/bin", "/sbin", "/bin"].map(PathBuf::from));
-    for d in dirs {
-        let p = d.join(name);
-        if is_executable(&p) {
-            return Ok(p);
-        }
+    match crate::program::find(name) {
+        Some(p) => Ok(p),
+        None => bail!(
+            "find {name}: it is not on PATH nor in /usr/sbin, /usr/bin (install Debian's {package}, or set {env})"
+        ),
     }
-    bail!("find {name}: it is not on PATH nor in /usr/sbin, /usr/bin (install Debian's {package}, or set {env})")
-}
-
-fn is_executable(p: &Path) -> bool {
-    p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
 }
 
 /// Reads the mode from the spec's annotations and checks, before anything
@@ -184,7 +177,7 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
 fn add_ns_hook(spec: &mut Spec, state_dir: &Path) -> Result<()> {
     use libcontainer::oci_spec::runtime::HookBuilder;
     let exe = crate::seal::exe_on_disk()?;
-    if !is_executable(&exe) {
+    if !crate::program::is_executable(&exe) {
         bail!("run the network hook: {} is not an executable file", exe.display());
     }
     let hook = HookBuilder::default()

@@ -163,11 +163,19 @@ impl<'a> Planner<'a> {
         self.push(label, rt_i, variant, metrics, state, None);
     }
 
-    /// Every runtime but srt and Codex's sandbox, which are compared on
-    /// start-up (and containment) only.
+    /// Every runtime but srt (compared on start-up only) and Codex's sandbox
+    /// (start-up, syscalls, workloads and containment).
     pub(crate) fn all(&self) -> Vec<usize> {
         (0..self.ctx.rts.len())
             .filter(|&i| !matches!(self.ctx.rts[i].kind, Kind::Srt | Kind::Codex))
+            .collect()
+    }
+
+    /// all(), and Codex's sandbox: the rows that run a command in the
+    /// working directory (syscalls, workloads), which it makes writable.
+    pub(crate) fn with_codex(&self) -> Vec<usize> {
+        (0..self.ctx.rts.len())
+            .filter(|&i| self.ctx.rts[i].kind != Kind::Srt)
             .collect()
     }
 
@@ -189,7 +197,7 @@ impl<'a> Planner<'a> {
         for i in 0..self.ctx.rts.len() {
             let why = match self.ctx.rts[i].kind {
                 Kind::Srt => "srt is compared on start-up only",
-                Kind::Codex => "Codex's sandbox is compared on start-up and containment only",
+                Kind::Codex => "Codex's sandbox is compared on start-up, syscalls, workloads and containment only",
                 _ => continue,
             };
             for m in metrics {

@@ -31,7 +31,7 @@ impl<'a> Planner<'a> {
         };
         let ds = self.support.default_seccomp.as_ref().ok().cloned();
         let agent = self.support.agent_seccomp.as_ref().ok().cloned();
-        for i in self.all() {
+        for i in self.with_codex() {
             let kind = self.ctx.rts[i].kind;
             let m = SYSCALLS.to_vec();
             let plain = |p: &mut Self, variant: &str, seccomp: Option<Value>, oci: bool, st: State| {
@@ -39,7 +39,8 @@ impl<'a> Planner<'a> {
                 let tree = p.ctx.tree.clone();
                 p.case(i, variant, m.clone(), st, |p, rt| {
                     // The sandbox refuses / as its writable working directory.
-                    let cwd = if rt.kind == Kind::Sandbox {
+                    // Codex's sandbox makes its working directory writable.
+                    let cwd = if matches!(rt.kind, Kind::Sandbox | Kind::Codex) {
                         tree
                     } else {
                         PathBuf::from("/")
@@ -54,8 +55,9 @@ impl<'a> Planner<'a> {
             };
             match kind {
                 Kind::Host => plain(self, "", None, false, State::Ready),
-                // Not in all(): srt_elsewhere gives it its n/a rows.
-                Kind::Srt | Kind::Codex => {}
+                // Not in with_codex(): srt_elsewhere gives it its n/a rows.
+                Kind::Srt => {}
+                Kind::Codex => plain(self, "", None, false, State::Ready),
                 Kind::Sandbox => plain(self, "shipped policy", None, false, State::Ready),
                 Kind::Bwrap => {
                     plain(self, "no seccomp", None, false, State::Ready);

@@ -24,7 +24,7 @@ impl<'a> Planner<'a> {
             args.extend(w.argv.iter().cloned());
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let argv = self.probe_argv(&refs);
-            for i in self.all() {
+            for i in self.with_codex() {
                 let argv = argv.clone();
                 let tree = tree.clone();
                 let metric = w.metric;

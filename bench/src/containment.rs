@@ -109,7 +109,7 @@ pub fn peers(ctx: &Ctx, layout: &Layout, support: &Support) -> Result<Vec<Peer>>
                                 v.cwd = tree.clone();
                                 v.seccomp = *s;
                                 bundle::write(&b, layout, &v)?;
-                                p.launch = Some(oci_launch(rt, &p.name, &b));
+                                p.launch = Some(oci_launch(rt, &p.name, &b, s.is_some()));
                             }
                         }
                     }
@@ -147,7 +147,7 @@ pub fn peers(ctx: &Ctx, layout: &Layout, support: &Support) -> Result<Vec<Peer>>
 
 /// verify's peer entry for an OCI runtime; crun on a hybrid host runs in a
 /// mount namespace without the unified hierarchy, as its start-up row does.
-fn oci_launch(rt: &crate::runtimes::Runtime, name: &str, bundle: &Path) -> Value {
+fn oci_launch(rt: &crate::runtimes::Runtime, name: &str, bundle: &Path, seccomp: bool) -> Value {
     let path = rt.path.clone().unwrap_or_default();
     let mut args: Vec<String> = Vec::new();
     if let Some(p) = &rt.platform {
@@ -155,6 +155,10 @@ fn oci_launch(rt: &crate::runtimes::Runtime, name: &str, bundle: &Path) -> Value
     }
     if rt.kind == Kind::Runsc {
         args.push("--network=none".into());
+        // runsc applies a spec's seccomp profile only when asked to.
+        if seccomp {
+            args.push("--oci-seccomp".into());
+        }
     }
     if rt.hide_cgroup2 {
         let mut wrapped = vec![

@@ -10,18 +10,16 @@
 
 use anyhow::{bail, Result};
 
+use crate::verify::plan::StatusField;
+use crate::verify::probe::status::ProcStatus;
+
 /// The `Seccomp`, `NoNewPrivs` and `CapEff` fields of a `/proc/PID/status`
 /// say the process is confined as in a sandbox.
 pub fn confined(status: &str) -> bool {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    field("Seccomp") == Some("2")
-        && field("NoNewPrivs") == Some("1")
-        && field("CapEff").is_some_and(|c| c.chars().all(|d| d == '0'))
+    let s = ProcStatus::parse(status);
+    s.get(StatusField::Seccomp) == Some(2)
+        && s.get(StatusField::NoNewPrivs) == Some(1)
+        && s.get(StatusField::CapEff) == Some(0)
 }
 
 /// Refuses to go on in a confined process, naming why.

@@ -28,9 +28,7 @@ pub fn spec(spec: &Spec) -> Result<()> {
         bail!("{field} holds a NUL byte");
     }
     if let Some(p) = spec.process() {
-        ids_in_range(p)?;
-        rlimits_ordered(p)?;
-        super::apparmor::check("process.apparmorProfile", p.apparmor_profile().as_deref())?;
+        process_fields(p)?;
     }
     hooks_absolute(spec)?;
     let resources = spec.linux().as_ref().and_then(|l| l.resources().as_ref());
@@ -76,6 +74,11 @@ pub fn process(process: &Process) -> Result<()> {
     if let Some(field) = nul_field(&value, "process") {
         bail!("{field} holds a NUL byte");
     }
+    process_fields(process)
+}
+
+/// The checks of a process a create and an exec share.
+fn process_fields(process: &Process) -> Result<()> {
     ids_in_range(process)?;
     rlimits_ordered(process)?;
     super::apparmor::check("process.apparmorProfile", process.apparmor_profile().as_deref())

@@ -237,7 +237,13 @@ fn containment_is_complete(r: &Value, run: &Path, table: &str) {
             .unwrap_or_else(|| panic!("no containment column {name}"))
     };
     let host = col("host");
-    assert_eq!(host["blocked"], 0, "the bare host blocks nothing by definition");
+    // The baseline really ran: on the bare host, as root, the nested user
+    // namespace is an escape, so the row counts in every column.
+    assert_eq!(
+        host["cells"]["syscall unshare(CLONE_NEWUSER)"], "E",
+        "the bare host escapes through a new user namespace: {}",
+        host["cells"]
+    );
     assert!(host["applicable"].as_u64().unwrap() >= 100, "{host}");
     for name in ["claude-shim sandbox (agent)", "claude-shim sandbox (offline)"] {
         let s = col(name);

@@ -223,3 +223,23 @@ fn a_forged_session_path_is_refused() {
     assert_has(&s, "rc=1");
     assert!(s.contains("is not a session socket"), "{s}");
 }
+
+/// A state root whose path is longer than a socket address holds (108
+/// bytes; CI's checkout is deeper than a developer's) still serves calls:
+/// the session socket is bound and reached through a handle on its
+/// directory, never by its path.
+#[test]
+fn a_state_root_longer_than_a_socket_address_serves_calls() {
+    let mut w = World::new(None);
+    let long = w.dir.path().join("state-".to_owned() + &"d".repeat(100));
+    std::fs::create_dir_all(&long).unwrap();
+    w.root = long;
+    let out = session(&w, r#""$P" 'echo ran in $(pwd)'; echo rc=$?; echo len=${#CLAUDE_SHIM_SESSION}"#);
+    let s = lines(&out);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_has(&s, &format!("ran in {}", w.proj.display()));
+    assert_has(&s, "rc=0");
+    // The control: the socket's path is past what sun_path holds.
+    let len: usize = s.lines().find_map(|l| l.strip_prefix("len=")).unwrap().parse().unwrap();
+    assert!(len > 108, "{s}");
+}

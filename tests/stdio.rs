@@ -366,3 +366,13 @@ fn sandbox_at_a_terminal() {
     let sandbox = Sandbox::new();
     through_a_terminal(sandbox.command(&env, TERMINAL_SCRIPT));
 }
+
+/// A state root deeper than a socket address holds (108 bytes): the
+/// console socket is bound through a handle on its directory.
+#[test]
+fn run_at_a_terminal_under_a_long_state_root() {
+    let mut env = Env::new();
+    env.root = env.dir.path().join("state-".to_owned() + &"d".repeat(110));
+    let bundle = run_bundle(&env, true, &["sh", "-c", TERMINAL_SCRIPT]);
+    through_a_terminal(run_cmd(&env, &bundle));
+}

@@ -28,7 +28,12 @@ impl ConsoleSocket {
     pub fn bind(dir: &Path) -> Result<Self> {
         let path = dir.join(format!("console-{}.sock", std::process::id()));
         let _ = fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).with_context(|| format!("bind console socket {}", path.display()))?;
+        // Bound through a handle on the directory: a long state root would
+        // not fit in a socket address (108 bytes).
+        let handle = fs::File::open(dir).with_context(|| format!("open {}", dir.display()))?;
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let listener = UnixListener::bind(format!("/proc/self/fd/{}/{name}", handle.as_raw_fd()))
+            .with_context(|| format!("bind console socket {}", path.display()))?;
         Ok(Self { listener, path })
     }
 

@@ -175,8 +175,13 @@ impl Session {
         let sock_dir = Dir::open(&self.ours)?;
         let name = format!("{}.session", self.id);
         sock_dir.create_dir(Path::new(&name), 0o700)?;
-        let listener =
-            UnixListener::bind(&self.socket).with_context(|| format!("listen on {}", self.socket.display()))?;
+        // Bound through a handle on its directory, as the client connects:
+        // the state root's path may be longer than a socket address holds
+        // (108 bytes), and the handle pins the directory just made.
+        let dir = sock_dir.sub(Path::new(&name))?.open_fd()?;
+        let listener = UnixListener::bind(format!("/proc/self/fd/{}/sock", dir.as_raw_fd()))
+            .with_context(|| format!("listen on {}", self.socket.display()))?;
+        drop(dir);
         let null = std::fs::OpenOptions::new()
             .write(true)
             .open("/dev/null")

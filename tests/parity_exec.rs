@@ -1,7 +1,8 @@
 //! runc parity for what engines do to a live container (issue 25): `exec`
 //! into a created one, `kill 0`, `exec --user` and HOME, the exit status of a
-//! failed `exec`, and `update` with runc's size units and `-1`. Each runs the
-//! same bundle under runc and claude-shim, prints both and compares them.
+//! failed `exec`, `update` with runc's size units and `-1`, and who owns the
+//! terminal of a `run` or `exec -t` with a user. Each runs the same bundle
+//! under runc and claude-shim, prints both and compares them.
 
 use std::process::Output;
 
@@ -201,4 +202,62 @@ fn a_terminal_containers_lines_end_as_the_program_wrote_them() {
     // runc clears ONLCR on the pty it relays; the caller's terminal ends lines.
     assert_eq!(seen, [true, true], "\\n became \\r\\n (claude-shim, runc)");
     env.assert_no_leaks(&id);
+}
+
+/// The owner and group of the process's terminal as it sees it, through
+/// script(1) (a terminal of the test's own), under one runtime: `run` of a
+/// terminal container whose user is 1000, then `exec -t --user 1001` into a
+/// second, detached one.
+fn terminal_owners(env: &Env, rt: Rt, program: &std::path::Path, root: &std::path::Path) -> String {
+    let show = "ls -lnL /proc/self/fd/0 | awk '{print $3, $4, $1}'";
+    let bundle = env.bundle(&format!("ptyown-{}", rt.name()), |v| {
+        v["process"]["terminal"] = true.into();
+        v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000});
+        set_args(v, &["sh", "-c", show]);
+    });
+    let id = format!("{}-{}", unique_id("ptyown"), rt.name());
+    let shell = |inner: String| {
+        let mut c = std::process::Command::new("script");
+        c.args(["-qec", &inner, "/dev/null"]);
+        let out = output_of(c, env.dir.path());
+        // runc's relay puts a NUL before the output, which script shows as ^@.
+        let shown = text(&out.stdout).replace('\r', "").replace("^@", "");
+        eprintln!("{}: exit {:?}, {shown:?}", rt.name(), out.status.code());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        shown
+    };
+    let (prog, root) = (program.display(), root.display());
+    let mut seen = shell(format!("{prog} --root {root} run --bundle {} {id}", bundle.display()));
+    let sleeper = env.bundle(&format!("ptyown-sleep-{}", rt.name()), |v| {
+        set_args(v, &["sleep", "1000"])
+    });
+    let mut detached = vec!["run".to_owned(), "--detach".into()];
+    detached.extend(in_bundle(&sleeper));
+    detached.push(format!("{id}-exec"));
+    rt.ok(env, &detached.iter().map(String::as_str).collect::<Vec<_>>());
+    seen += &shell(format!(
+        "{prog} --root {root} exec -t --user 1001:1001 {id}-exec sh -c \"{}\"",
+        show.replace('$', "\\$")
+    ));
+    rt.ok(env, &["delete", "--force", &format!("{id}-exec")]);
+    if let Rt::Shim = rt {
+        env.assert_no_leaks(&id);
+    }
+    seen
+}
+
+#[test]
+fn a_terminal_belongs_to_the_process_user_as_under_runc() {
+    let env = Env::new();
+    let ours = terminal_owners(&env, Rt::Shim, &shim_path(), &env.root);
+    let theirs = terminal_owners(
+        &env,
+        Rt::Runc,
+        std::path::Path::new("runc"),
+        &env.dir.path().join("runc"),
+    );
+    eprintln!("terminal owner, group, mode: claude-shim {ours:?}, runc {theirs:?}");
+    // The user owns it; the group stays the devpts mount's (gid=5, tty).
+    assert_eq!(ours, "1000 5 crw--w----\n1001 5 crw--w----\n");
+    assert_eq!(ours, theirs);
 }

@@ -93,6 +93,8 @@ pub enum TTYError {
     InvalidPty { reason: String },
     #[error("stat operation failed")]
     Stat(#[from] nix::Error),
+    #[error("give the terminal to uid {uid}")]
+    ChownPty { source: nix::Error, uid: u32 },
 }
 
 type Result<T> = std::result::Result<T, TTYError>;
@@ -321,6 +323,25 @@ pub fn setup_console(syscall: &dyn Syscall, console_fd: RawFd, mount: bool) -> R
     close(console_fd).map_err(|err| TTYError::CloseConsoleSocket { source: err })?;
 
     Ok(())
+}
+
+/// claude-shim: gives the terminal on stdin (the PTY slave `setup_console`
+/// connected) to the process's user, keeping its group (the devpts mount's
+/// `gid=`, tty), so the user may `chmod` it (`mesg`) as on a login
+/// terminal. runc 1.1 does the same before it changes user; the slave is the
+/// container's own, made from its devpts. The kernel refuses a uid not mapped in the container's
+/// user namespace (EINVAL) or an owner it may not change (EPERM); as under
+/// runc, the terminal then keeps its owner.
+pub fn give_to_user(uid: nix::unistd::Uid) -> Result<()> {
+    use nix::errno::Errno;
+    match nix::unistd::fchown(libc::STDIN_FILENO, Some(uid), None) {
+        Ok(()) => Ok(()),
+        Err(e @ (Errno::EINVAL | Errno::EPERM | Errno::EROFS)) => {
+            tracing::debug!("terminal keeps its owner: fchown to uid {uid}: {e}");
+            Ok(())
+        }
+        Err(source) => Err(TTYError::ChownPty { source, uid: uid.as_raw() }),
+    }
 }
 
 /// Mount PTY slave on /dev/console.

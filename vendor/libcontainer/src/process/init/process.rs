@@ -266,6 +266,14 @@ pub fn container_init_process(
         }
     };
 
+    // claude-shim: the terminal belongs to the process's user, as under runc.
+    if args.console_socket.is_some() {
+        tty::give_to_user(Uid::from_raw(ctx.process.user().uid())).map_err(|err| {
+            tracing::error!(?err, "failed to give the terminal to the user");
+            InitProcessError::Tty(err)
+        })?;
+    }
+
     set_supplementary_gids(
         ctx.process.user(),
         &args.user_ns_config,

@@ -32,7 +32,7 @@ impl Outsider {
     /// hostile or careless neighbour could.
     fn join(&self, cgroup: &str) {
         let mut joined = 0;
-        for h in v1_hierarchies() {
+        for h in hierarchies() {
             let procs = h.join(cgroup.trim_start_matches('/')).join("cgroup.procs");
             // A cpuset cgroup made without cpus takes no process; the others do.
             if procs.exists() && fs::write(&procs, self.pid().to_string()).is_ok() {
@@ -50,8 +50,9 @@ impl Drop for Outsider {
     }
 }
 
-/// The v1 hierarchies (or the unified root), from /proc/self/mountinfo.
-fn v1_hierarchies() -> Vec<PathBuf> {
+/// The hierarchies a container is placed in: the v1 ones and a hybrid host's
+/// cgroup2 mount beside them (or the unified root), from /proc/self/mountinfo.
+fn hierarchies() -> Vec<PathBuf> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let mut out: Vec<PathBuf> = mountinfo
         .lines()
@@ -60,7 +61,7 @@ fn v1_hierarchies() -> Vec<PathBuf> {
             let fs_type = post.split_whitespace().next()?;
             let mount_point = pre.split_whitespace().nth(4)?;
             let ours = mount_point.starts_with("/sys/fs/cgroup/") && !mount_point.ends_with("systemd");
-            (fs_type == "cgroup" && ours).then(|| PathBuf::from(mount_point))
+            (matches!(fs_type, "cgroup" | "cgroup2") && ours).then(|| PathBuf::from(mount_point))
         })
         .collect();
     if out.is_empty() {
@@ -73,7 +74,7 @@ fn v1_hierarchies() -> Vec<PathBuf> {
 
 /// Removes a scratch cgroup tree (children first) in every hierarchy.
 fn remove_scratch(top: &str) {
-    for h in v1_hierarchies() {
+    for h in hierarchies() {
         let root = h.join(top.trim_start_matches('/'));
         let mut dirs = Vec::new();
         let mut stack = vec![root];
@@ -95,7 +96,7 @@ fn remove_scratch(top: &str) {
 }
 
 fn exists_anywhere(cgroup: &str) -> bool {
-    v1_hierarchies()
+    hierarchies()
         .iter()
         .any(|h| h.join(cgroup.trim_start_matches('/')).exists())
 }
@@ -190,7 +191,7 @@ fn a_cgroup_that_holds_processes_is_refused() {
     let env = Env::new();
     let id = unique_id("cgbusy");
     let cgroup = format!("/debris-busy-{id}");
-    for h in v1_hierarchies() {
+    for h in hierarchies() {
         fs::create_dir_all(h.join(cgroup.trim_start_matches('/'))).unwrap();
     }
     let mut outsider = Outsider::start();
@@ -256,7 +257,7 @@ fn without_pid_namespace_or_own_cgroup_only_the_init_is_signalled() {
     let env = Env::new();
     let id = unique_id("nopidns");
     let cgroup = format!("/debris-nopidns-{id}");
-    for h in v1_hierarchies() {
+    for h in hierarchies() {
         fs::create_dir_all(h.join(cgroup.trim_start_matches('/'))).unwrap();
     }
     let bundle = sleeper(&env, &id, &cgroup, |v| {

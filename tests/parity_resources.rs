@@ -1,7 +1,8 @@
 //! runc parity for bundles at the edges (issue 25): `resources.unified` on
-//! cgroup v1, `exec --cgroup`, a rootfs without a /dev mount run twice, and a
-//! capability name the runtime does not know. Each runs the same bundle under
-//! runc and claude-shim and prints what both did.
+//! cgroup v1, `exec --cgroup`, a rootfs without a /dev mount run twice, a
+//! capability name the runtime does not know, and the cgroup2 hierarchy of a
+//! hybrid host. Each runs the same bundle under runc and claude-shim and
+//! prints what both did.
 
 use std::fs;
 use std::path::PathBuf;
@@ -291,4 +292,69 @@ fn ro_on_the_dev_tmpfs_makes_it_read_only_and_seven_id_ranges_map() {
     assert_eq!(ours.lines().count(), 7, "{ours}");
     assert_eq!(ours, theirs);
     env.assert_no_leaks(&id);
+}
+
+/// The `0::` line of /proc/PID/cgroup (the cgroup2 hierarchy), as the host sees it.
+fn unified_line(pid: i64) -> String {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    text.lines()
+        .find(|l| l.starts_with("0::"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_hybrid_hosts_cgroup2_hierarchy_holds_the_container_as_under_runc() {
+    let unified = std::path::Path::new("/sys/fs/cgroup/unified");
+    if unified_only() || !unified.join("cgroup.procs").exists() {
+        // Nothing to place beside the v1 hierarchies (the CI host is hybrid).
+        eprintln!("not a hybrid cgroup host: nothing to compare");
+        return;
+    }
+    let env = Env::new();
+    let id = unique_id("hybrid");
+    let mut seen = vec![];
+    for (runtime, name) in [("claude-shim", id.clone()), ("runc", format!("runc-{id}"))] {
+        let bundle = env.bundle(&format!("hybrid-{runtime}"), |v| {
+            v["linux"]["cgroupsPath"] = format!("/{name}").into();
+            set_args(v, &["sleep", "1000"]);
+        });
+        let mut args = vec!["run", "--detach"];
+        let b = in_bundle(&bundle);
+        args.extend(b.iter().map(String::as_str));
+        args.push(&name);
+        let mut exec = vec!["exec", "--detach", &name, "sleep", "1000"];
+        let state = if runtime == "runc" {
+            runc_ok(&env, &args);
+            runc_ok(&env, &exec);
+            serde_json::from_str::<Value>(&runc_ok(&env, &["state", &name])).unwrap()
+        } else {
+            env.ok(&args);
+            env.ok(&exec);
+            env.state(&name)
+        };
+        let dir = unified.join(&name);
+        let line = unified_line(state["pid"].as_i64().unwrap());
+        let members = procs_in(&dir);
+        exec = vec!["delete", "--force", &name];
+        if runtime == "runc" {
+            runc_ok(&env, &exec);
+        } else {
+            env.ok(&exec);
+        }
+        let left = dir.exists();
+        eprintln!(
+            "{runtime}: init {line:?}, {members} process(es) in {}, left after delete: {left}",
+            dir.display()
+        );
+        seen.push((line.replace(&name, "ID"), members, left));
+    }
+    // The init and the exec'd process, at the cgroupsPath; removed at delete.
+    assert_eq!(seen[0], ("0::/ID".to_owned(), 2, false));
+    assert_eq!(seen[0], seen[1]);
+    env.assert_no_leaks(&id);
+}
+
+fn procs_in(dir: &std::path::Path) -> usize {
+    fs::read_to_string(dir.join("cgroup.procs")).map_or(0, |t| t.lines().count())
 }

@@ -362,12 +362,23 @@ pub fn processes() -> Vec<Proc> {
     out
 }
 
-/// Processes whose cgroup or command line names `id`.
+/// Live processes whose cgroup or command line names `id`. A zombie has
+/// ended and holds nothing but its pid; reaping it is its parent's job (here
+/// PID 1, which may be slow), and on a hybrid host it still names its removed
+/// cgroup2 cgroup ("0::/ID (deleted)").
 pub fn processes_of(id: &str) -> Vec<Proc> {
     processes()
         .into_iter()
         .filter(|p| p.cgroup.contains(id) || p.mentions(id))
+        .filter(|p| !is_zombie(p.pid))
         .collect()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+        .unwrap_or(false)
 }
 
 /// Waits for a file to appear (a pid file, a marker).

@@ -69,8 +69,31 @@ pub fn confine(raw: &Path, parent: &Path) -> Result<PathBuf> {
 }
 
 /// The hierarchy roots libcgroups puts a container in: each supported v1
-/// controller's mount point (legacy and hybrid), or the unified root.
+/// controller's mount point (legacy and hybrid) and, on a hybrid host, the
+/// cgroup2 mount beside them (runc places the container there too); or the
+/// unified root.
 pub fn hierarchies() -> Result<Vec<PathBuf>> {
+    let mut roots = controller_hierarchies()?;
+    roots.extend(hybrid_unified()?);
+    Ok(roots)
+}
+
+/// On a hybrid host, the cgroup2 mount beside the v1 hierarchies
+/// (/sys/fs/cgroup/unified); None elsewhere.
+fn hybrid_unified() -> Result<Option<PathBuf>> {
+    use libcgroups::common::{get_cgroup_setup, CgroupSetup};
+    let setup = get_cgroup_setup().context("read the cgroup setup of this machine")?;
+    if !matches!(setup, CgroupSetup::Hybrid) {
+        return Ok(None);
+    }
+    let (_, unified) =
+        libcgroups::v1::util::list_mount_points().context("list the cgroup hierarchies of this machine")?;
+    Ok(unified)
+}
+
+/// The hierarchies with controllers: each supported v1 controller's mount
+/// point, or the unified root.
+fn controller_hierarchies() -> Result<Vec<PathBuf>> {
     use libcgroups::common::{get_cgroup_setup, CgroupSetup, DEFAULT_CGROUP_ROOT};
     let setup = get_cgroup_setup().context("read the cgroup setup of this machine")?;
     if matches!(setup, CgroupSetup::Unified) {
@@ -92,10 +115,17 @@ pub fn hierarchies() -> Result<Vec<PathBuf>> {
     Ok(roots)
 }
 
-/// The container's directory in each hierarchy, for a confined path.
+/// The container's directory in each hierarchy, for a confined path. The
+/// hybrid host's cgroup2 hierarchy holds no limit: only host root is placed
+/// there (libcgroups joins it when it may; a caller in a delegated v1 subtree
+/// or an engine's user namespace has none delegated there, as under runc).
 pub fn dirs(path: &Path) -> Result<Vec<PathBuf>> {
     let rel = path.strip_prefix("/").unwrap_or(path);
-    Ok(hierarchies()?.into_iter().map(|h| h.join(rel)).collect())
+    let mut roots = controller_hierarchies()?;
+    if super::kernel::is_host_root() {
+        roots.extend(hybrid_unified()?);
+    }
+    Ok(roots.into_iter().map(|h| h.join(rel)).collect())
 }
 
 fn on_cgroupfs(path: &Path) -> bool {

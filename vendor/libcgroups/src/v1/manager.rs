@@ -32,6 +32,10 @@ use crate::stats::{PidStatsError, Stats, StatsProvider};
 
 pub struct Manager {
     subsystems: HashMap<CtrlType, PathBuf>,
+    /// claude-shim: on a hybrid host, the container's cgroup in the cgroup2
+    /// hierarchy, which holds no controller but is where cgroup2-only tools
+    /// (PSI, BPF programs keyed by cgroup, systemd) find the container.
+    unified: Option<PathBuf>,
     rootless: bool,
 }
 
@@ -89,7 +93,7 @@ impl Manager {
         // claude-shim: mountinfo and /proc/self/cgroup are read once, not
         // once per controller (24 procfs reads, each through a new pathrs
         // handle, on every create and delete).
-        let mount_points = util::list_subsystem_mount_points()?;
+        let (mount_points, unified_mount) = util::list_mount_points()?;
         let cgroups = ProcessCGroups::from_read(ProcfsHandle::new()?.open(
             ProcfsBase::ProcSelf,
             "cgroup",
@@ -106,10 +110,49 @@ impl Manager {
             }
         }
 
+        // runc places a container in the hybrid host's cgroup2 hierarchy at
+        // the same path as in the v1 ones (hierarchy 0 of /proc/PID/cgroup).
+        let unified = match unified_mount {
+            Some(mount) if cgroup_path.as_os_str().is_empty() => cgroups
+                .0
+                .iter()
+                .find(|c| c.hierarchy == 0 && c.controllers.is_empty())
+                .map(|c| mount.join_safely(Path::new(&c.pathname)))
+                .transpose()?,
+            Some(mount) => Some(mount.join_safely(cgroup_path)?),
+            None => None,
+        };
+
         Ok(Manager {
             subsystems,
+            unified,
             rootless: false,
         })
+    }
+
+    /// claude-shim: moves `pid` into the container's cgroup in the hybrid
+    /// host's cgroup2 hierarchy, making it if needed. Rootless, a cgroup
+    /// that can be neither made nor joined leaves the process where it is,
+    /// as for the v1 hierarchies.
+    fn join_unified(&self, pid: Pid) -> Result<(), V1ManagerError> {
+        let Some(dir) = &self.unified else {
+            return Ok(());
+        };
+        if self.rootless {
+            let blocked = match fs::create_dir_all(dir) {
+                Err(e) => Some(e),
+                Ok(()) => nix::unistd::access(&dir.join(CGROUP_PROCS), nix::unistd::AccessFlags::W_OK)
+                    .err()
+                    .map(std::io::Error::from),
+            };
+            if let Some(err) = blocked {
+                tracing::debug!("rootless cgroup: cannot join {dir:?}: {err}; leaving process in its current cgroup");
+                return Ok(());
+            }
+        }
+        fs::create_dir_all(dir).wrap_create_dir(dir)?;
+        common::write_cgroup_file(dir.join(CGROUP_PROCS), pid)?;
+        Ok(())
     }
 
     /// claude-shim: marks the manager as run by a caller without the right
@@ -247,7 +290,7 @@ impl CgroupManager for Manager {
             }
         }
 
-        Ok(())
+        self.join_unified(pid)
     }
 
     fn apply(&self, controller_opt: &ControllerOpt) -> Result<(), Self::Error> {
@@ -274,7 +317,7 @@ impl CgroupManager for Manager {
     }
 
     fn remove(&self) -> Result<(), Self::Error> {
-        for cgroup_path in self.subsystems.values() {
+        for cgroup_path in self.subsystems.values().chain(&self.unified) {
             if cgroup_path.exists() {
                 tracing::debug!("remove cgroup {:?}", cgroup_path);
                 let procs_path = cgroup_path.join(CGROUP_PROCS);

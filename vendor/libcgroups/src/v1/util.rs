@@ -25,6 +25,12 @@ pub enum V1MountPointError {
 /// List all cgroup v1 subsystem mount points on the system. This can include unsupported
 /// subsystems, comounted controllers and named hierarchies.
 pub fn list_subsystem_mount_points() -> Result<Vec<PathBuf>, V1MountPointError> {
+    Ok(list_mount_points()?.0)
+}
+
+/// claude-shim: the cgroup v1 mount points and, on a hybrid host, the first
+/// cgroup2 mount (`/sys/fs/cgroup/unified`), from one read of mountinfo.
+pub fn list_mount_points() -> Result<(Vec<PathBuf>, Option<PathBuf>), V1MountPointError> {
     let reader = BufReader::new(ProcfsHandle::new()?.open(
         ProcfsBase::ProcSelf,
         "mountinfo",
@@ -37,12 +43,14 @@ pub fn list_subsystem_mount_points() -> Result<Vec<PathBuf>, V1MountPointError> 
             lr.map_err(V1MountPointError::Io)
                 .and_then(|line| MountInfo::from_line(&line).map_err(V1MountPointError::MountInfo))
         })
-        .try_fold(Vec::new(), |mut mount_points, r| {
+        .try_fold((Vec::new(), None), |(mut mount_points, mut unified), r| {
             r.map(|m| {
                 if m.fs_type == "cgroup" {
                     mount_points.push(m.mount_point);
+                } else if m.fs_type == "cgroup2" && unified.is_none() {
+                    unified = Some(m.mount_point);
                 }
-                mount_points
+                (mount_points, unified)
             })
         })
 }

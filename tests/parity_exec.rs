@@ -261,3 +261,87 @@ fn a_terminal_belongs_to_the_process_user_as_under_runc() {
     assert_eq!(ours, "1000 5 crw--w----\n1001 5 crw--w----\n");
     assert_eq!(ours, theirs);
 }
+
+/// A parent cgroup of the test's own, in every v1 hierarchy, removed (with
+/// whatever the runtimes left below it) when dropped.
+struct ScratchParent(String);
+
+impl Drop for ScratchParent {
+    fn drop(&mut self) {
+        for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+            let dir = h.path().join(&self.0);
+            if let Ok(children) = std::fs::read_dir(&dir) {
+                for c in children.flatten().filter(|c| c.path().is_dir()) {
+                    let _ = std::fs::remove_dir(c.path());
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+    }
+}
+
+#[test]
+fn update_of_cpu_period_and_quota_under_a_limited_parent_as_runc() {
+    let cpu = std::path::Path::new("/sys/fs/cgroup/cpu");
+    if !cpu.join("cpu.cfs_period_us").exists() {
+        // cgroup v2 takes both in one write of cpu.max: nothing to order.
+        eprintln!("no cgroup v1 cpu hierarchy: nothing to compare");
+        return;
+    }
+    let env = Env::new();
+    let mut parents = vec![];
+    let mut seen = vec![];
+    for rt in BOTH {
+        // Half a CPU for the parent, 0.4 for the container.
+        let parent = ScratchParent(format!("{}-{}", unique_id("cpupar"), rt.name()));
+        std::fs::create_dir(cpu.join(&parent.0)).unwrap();
+        std::fs::write(cpu.join(&parent.0).join("cpu.cfs_quota_us"), "50000").unwrap();
+        let bundle = env.bundle(&format!("cpuorder-{}", rt.name()), |v| {
+            v["linux"]["cgroupsPath"] = format!("/{}/ctr", parent.0).into();
+            v["linux"]["resources"]["cpu"] = serde_json::json!({"quota": 40000, "period": 100000});
+            set_args(v, &["sleep", "1000"]);
+        });
+        let id = format!("{}-{}", unique_id("cpuorder"), rt.name());
+        let mut args = vec!["run", "--detach"];
+        let b = in_bundle(&bundle);
+        args.extend(b.iter().map(String::as_str));
+        args.push(&id);
+        rt.ok(&env, &args);
+        let dir = cpu.join(&parent.0).join("ctr");
+        let mut results = vec![];
+        // Each pair fits the parent; the period alone at 20000 does not.
+        for update in [
+            &["--cpu-period", "50000", "--cpu-quota", "20000"][..],
+            &["--cpu-period", "100000", "--cpu-quota", "40000"],
+            &["--cpu-quota", "10000", "--cpu-period", "20000"],
+            &["--cpu-period", "10000"],
+        ] {
+            let out = rt.run(&env, &[&["update"], update, &[&id]].concat());
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap().trim().to_owned();
+            let r = format!(
+                "{update:?}: {} quota {} period {}",
+                if out.status.success() { "ok" } else { "refused" },
+                read("cpu.cfs_quota_us"),
+                read("cpu.cfs_period_us")
+            );
+            eprintln!("{}: {r}; stderr {:?}", rt.name(), text(&out.stderr).trim());
+            results.push(r);
+        }
+        rt.ok(&env, &["delete", "--force", &id]);
+        if let Rt::Shim = rt {
+            env.assert_no_leaks(&id);
+        }
+        seen.push(results);
+        parents.push(parent);
+    }
+    assert_eq!(
+        seen[0],
+        [
+            r#"["--cpu-period", "50000", "--cpu-quota", "20000"]: ok quota 20000 period 50000"#,
+            r#"["--cpu-period", "100000", "--cpu-quota", "40000"]: ok quota 40000 period 100000"#,
+            r#"["--cpu-quota", "10000", "--cpu-period", "20000"]: ok quota 10000 period 20000"#,
+            r#"["--cpu-period", "10000"]: refused quota 10000 period 20000"#,
+        ]
+    );
+    assert_eq!(seen[0], seen[1]);
+}

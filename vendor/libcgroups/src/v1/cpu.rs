@@ -87,6 +87,43 @@ impl StatsProvider for Cpu {
 }
 
 impl Cpu {
+    /// claude-shim: the kernel checks each write of `cpu.cfs_period_us` or
+    /// `cpu.cfs_quota_us` against the other's current value: under a parent
+    /// with a quota, the ratio may never pass the parent's. Lowering the period
+    /// with the old quota still in place (40000/100000 to 20000/50000 under a
+    /// parent at half a CPU) then fails with EINVAL, although the pair asked for
+    /// fits; raising the quota first fails the other way. The period goes
+    /// first; refused with a quota to follow, it is written again after the
+    /// quota, as runc does. Only the final refusal is reported.
+    fn apply_bandwidth(
+        root_path: &Path,
+        period: Option<u64>,
+        quota: Option<i64>,
+    ) -> Result<(), WrappedIoError> {
+        let period_path = root_path.join(CGROUP_CPU_PERIOD);
+        let mut period_left = None;
+        if let Some(period) = period {
+            match common::write_cgroup_file(&period_path, period) {
+                Ok(()) => {}
+                Err(e)
+                    if quota.is_some()
+                        && e.inner().raw_os_error() == Some(libc::EINVAL) =>
+                {
+                    tracing::debug!("cpu period {period} refused before the quota: {e}");
+                    period_left = Some(period);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(quota) = quota {
+            common::write_cgroup_file(root_path.join(CGROUP_CPU_QUOTA), quota)?;
+        }
+        if let Some(period) = period_left {
+            common::write_cgroup_file(&period_path, period)?;
+        }
+        Ok(())
+    }
+
     fn apply(root_path: &Path, cpu: &LinuxCpu) -> Result<(), WrappedIoError> {
         if let Some(cpu_shares) = cpu.shares() {
             if cpu_shares != 0 {
@@ -94,17 +131,11 @@ impl Cpu {
             }
         }
 
-        if let Some(cpu_period) = cpu.period() {
-            if cpu_period != 0 {
-                common::write_cgroup_file(root_path.join(CGROUP_CPU_PERIOD), cpu_period)?;
-            }
-        }
-
-        if let Some(cpu_quota) = cpu.quota() {
-            if cpu_quota != 0 {
-                common::write_cgroup_file(root_path.join(CGROUP_CPU_QUOTA), cpu_quota)?;
-            }
-        }
+        Self::apply_bandwidth(
+            root_path,
+            cpu.period().filter(|p| *p != 0),
+            cpu.quota().filter(|q| *q != 0),
+        )?;
 
         if let Some(cpu_burst) = cpu.burst() {
             common::write_cgroup_file(root_path.join(CGROUP_CPU_BURST), cpu_burst)?;

@@ -73,3 +73,66 @@ fn an_apparmor_profile_that_cannot_apply_is_named() {
         "{line}"
     );
 }
+
+/// Arguments that fit no execve (30 x 100 kB; the kernel takes a quarter of
+/// the stack limit, 2 MB here).
+fn too_many_args() -> Vec<String> {
+    let mut args = vec!["echo".to_owned()];
+    args.extend(std::iter::repeat_n("x".repeat(100_000), 30));
+    args
+}
+
+#[test]
+fn arguments_too_large_to_exec_are_named_on_one_line() {
+    let env = Env::new();
+    let args = too_many_args();
+    let bundle = env.bundle("e2big", |v| v["process"]["args"] = serde_json::json!(args));
+    let b = in_bundle(&bundle);
+    let id = unique_id("e2big");
+    let theirs = runc(&env, &run_args(&b, "runc-e2big"));
+    eprintln!(
+        "runc run: exit {:?}, {:?}",
+        theirs.status.code(),
+        text(&theirs.stderr).trim()
+    );
+    let ours = env.run(&run_args(&b, &id));
+    let line = text(&ours.stderr);
+    eprintln!("claude-shim run: exit {:?}, {:?}", ours.status.code(), line.trim());
+    // It was exit 255 and nothing at all: the init failed after `start`.
+    assert!(!ours.status.success());
+    assert_eq!(
+        line,
+        "claude-shim: error: failed to exec echo: argument list too long\n"
+    );
+    assert!(text(&theirs.stderr).contains("argument list too long"));
+    runc_ok(&env, &["delete", "--force", "runc-e2big"]);
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+
+    // The same arguments given to `exec`: one line, not the arguments back.
+    let sleeper = env.bundle("e2big-sleep", |v| set_args(v, &["sleep", "1000"]));
+    let mut detached = vec!["run", "--detach"];
+    let s = in_bundle(&sleeper);
+    detached.extend(s.iter().map(String::as_str));
+    env.ok(&[detached.clone(), vec![id.as_str()]].concat());
+    runc_ok(&env, &[detached, vec!["runc-e2big"]].concat());
+    let process = env.dir.path().join("e2big-process.json");
+    let mut p = serde_json::from_str::<Value>(&std::fs::read_to_string(sleeper.join("config.json")).unwrap()).unwrap()
+        ["process"]
+        .take();
+    p["args"] = serde_json::json!(args);
+    std::fs::write(&process, p.to_string()).unwrap();
+    let theirs = runc(&env, &["exec", "--process", process.to_str().unwrap(), "runc-e2big"]);
+    eprintln!(
+        "runc exec: exit {:?}, {:?}",
+        theirs.status.code(),
+        text(&theirs.stderr).trim()
+    );
+    let line = env.fails(&["exec", "--process", process.to_str().unwrap(), &id]);
+    eprintln!("claude-shim exec: {line}");
+    assert!(line.ends_with(": exec echo: argument list too long"), "{line}");
+    assert!(line.len() < 200, "the arguments came back: {} bytes", line.len());
+    runc_ok(&env, &["delete", "--force", "runc-e2big"]);
+    env.ok(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}

@@ -69,6 +69,35 @@ impl ShimExecutor {
     }
 }
 
+/// Replaces this process with the spec's program (looked up in PATH, which
+/// `validate` checked), or says why the kernel refused: one line naming the
+/// program and the errno (E2BIG: "argument list too long"), never the
+/// argument list itself, which can be megabytes.
+fn exec_args(spec: &Spec) -> String {
+    use std::ffi::CString;
+    let args = spec.process().as_ref().and_then(|p| p.args().as_ref());
+    let Some(program) = args.and_then(|a| a.first()) else {
+        return "exec the container's process: process.args is empty".into();
+    };
+    let mut argv = Vec::new();
+    for (i, a) in args.into_iter().flatten().enumerate() {
+        match CString::new(a.as_bytes()) {
+            Ok(c) => argv.push(c),
+            Err(_) => return format!("exec {program:?}: process.args[{i}] holds a NUL byte"),
+        }
+    }
+    let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
+    format!("exec {program}: {}", lower_first(err.desc()))
+}
+
+/// "Argument list too long" as runc (Go) words errors: "argument list too long".
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_lowercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 impl Executor for ShimExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         crate::timing::mark("init: ready to exec");
@@ -79,7 +108,16 @@ impl Executor for ShimExecutor {
             self.load_filter(seccomp, "the admin policy's seccomp profile")?;
         }
         self.check_applied()?;
-        libcontainer::workload::default::get_executor().exec(spec)
+        let err = exec_args(spec);
+        if self.creator.is_some() {
+            // The init fails here after `start` returned: no runtime waits to
+            // print its error, so the process's own stderr says it, as runc's
+            // init does. An `exec`'d process's error goes back to `exec`.
+            let line = format!("claude-shim: error: failed to {err}\n");
+            // SAFETY: write(2) of a buffer we own to fd 2.
+            unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+        }
+        Err(fail(err))
     }
 
     /// The last runtime code in the init before it waits for `start`.
@@ -115,5 +153,22 @@ impl Executor for ShimExecutor {
 
     fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
         libcontainer::workload::default::get_executor().setup_envs(envs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_exec_names_the_program_and_the_errno_only() {
+        let mut spec = Spec::default();
+        let mut process = spec.process().clone().unwrap_or_default();
+        process.set_args(Some(vec!["/no/such/program".into(), "x".repeat(1000)]));
+        spec.set_process(Some(process.clone()));
+        assert_eq!(exec_args(&spec), "exec /no/such/program: no such file or directory");
+        process.set_args(Some(vec!["/bin/true".into(), "a\0b".into()]));
+        spec.set_process(Some(process));
+        assert_eq!(exec_args(&spec), "exec \"/bin/true\": process.args[1] holds a NUL byte");
     }
 }

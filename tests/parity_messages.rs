@@ -136,3 +136,22 @@ fn arguments_too_large_to_exec_are_named_on_one_line() {
     env.ok(&["delete", "--force", &id]);
     env.assert_no_leaks(&id);
 }
+
+#[test]
+fn a_seccomp_agent_that_cannot_be_reached_is_named_with_why() {
+    let env = Env::new();
+    let socket = env.dir.path().join("no-such-agent.sock");
+    let line = both_refuse(&env, "notify", |v| {
+        v["linux"]["seccomp"] = serde_json::json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "listenerPath": socket,
+            "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]
+        });
+    });
+    // It was "failed seccomp listener".
+    assert!(
+        line.contains(&format!("connect to the seccomp agent at {socket:?}")),
+        "{line}"
+    );
+    assert!(line.contains("No such file or directory"), "{line}");
+}

@@ -162,7 +162,9 @@ impl CreateContainerError {
 
 impl std::fmt::Display for CreateContainerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "failed to create container: {}", self.0)?;
+        // claude-shim: the whole chain; this type has no source() to walk,
+        // so "failed seccomp listener" lost why (issue 25).
+        write!(f, "failed to create container: {}", chain_text(&*self.0))?;
         if let Some(cleanup_err) = &self.1 {
             write!(f, ". error during cleanup: {}", cleanup_err)?;
         }

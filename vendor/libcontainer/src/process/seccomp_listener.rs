@@ -19,6 +19,12 @@ pub enum SeccompListenerError {
     ChannelError(#[from] channel::ChannelError),
     #[error("unix syscall fails")]
     UnixOther(#[source] nix::Error),
+    #[error("connect to the seccomp agent at {path:?} (linux.seccomp.listenerPath)")]
+    Connect {
+        path: std::path::PathBuf,
+        #[source]
+        source: nix::Error,
+    },
 }
 
 type Result<T> = std::result::Result<T, SeccompListenerError>;
@@ -82,7 +88,10 @@ fn sync_seccomp_send_msg(listener_path: &Path, msg: &[u8], fd: i32) -> Result<()
             ?listener_path,
             "failed to connect to seccomp notify listener path"
         );
-        SeccompListenerError::UnixOther(err)
+        SeccompListenerError::Connect {
+            path: listener_path.to_path_buf(),
+            source: err,
+        }
     })?;
     // We have to use sendmsg here because the spec requires us to send seccomp notify fds through
     // SCM_RIGHTS message.

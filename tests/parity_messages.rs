@@ -155,3 +155,40 @@ fn a_seccomp_agent_that_cannot_be_reached_is_named_with_why() {
     );
     assert!(line.contains("No such file or directory"), "{line}");
 }
+
+#[test]
+fn state_racing_delete_says_the_container_does_not_exist() {
+    let env = Env::new();
+    let bundle = env.bundle("staterace", |v| set_args(v, &["sleep", "1000"]));
+    let b = in_bundle(&bundle);
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for round in 0..10 {
+        let id = format!("{}-{round}", unique_id("staterace"));
+        let mut args = vec!["run", "--detach"];
+        args.extend(b.iter().map(String::as_str));
+        args.push(&id);
+        env.ok(&args);
+        // `state` in a loop on one thread while the main one deletes: every
+        // failure a user sees must say the container is gone.
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| loop {
+                let out = env.run(&["state", &id]);
+                if !out.status.success() {
+                    return text(&out.stderr).replace(&id, "ID");
+                }
+            });
+            env.ok(&["delete", "--force", &id]);
+            *seen.entry(reader.join().unwrap()).or_default() += 1;
+        });
+        env.assert_no_leaks(&id);
+    }
+    eprintln!("what state said once delete began: {seen:?}");
+    let theirs = runc(&env, &["state", "runc-never-made"]);
+    eprintln!("runc state of a missing container: {:?}", text(&theirs.stderr).trim());
+    for line in seen.keys() {
+        assert_eq!(
+            line,
+            "claude-shim: error: failed to find container ID: it does not exist\n"
+        );
+    }
+}

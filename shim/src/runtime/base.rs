@@ -165,7 +165,11 @@ impl Runtime {
                     super::freezer::settle_status(&mut c);
                     return Ok(c);
                 }
-                Err(e) if tries < 5 && dir.join("state.json").exists() => {
+                // A `delete` removed it between the check above and the read.
+                Err(_) if !dir.join("state.json").exists() => {
+                    bail!("find container {id}: it does not exist")
+                }
+                Err(e) if tries < 5 => {
                     tries += 1;
                     tracing::debug!("retrying state of {id}: {e}");
                     std::thread::sleep(std::time::Duration::from_millis(5));

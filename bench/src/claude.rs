@@ -235,9 +235,10 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// The issue's target for each claude-shim mode: its overhead per call over
-/// unsandboxed Claude Code at most half of the overhead of Claude Code's
-/// own sandbox. Printed, never asserted.
+/// The issues' targets for each claude-shim mode, as overheads per call over
+/// unsandboxed Claude Code. `--per-command` (issue 27): at most 2 ms, and at
+/// most 0.1x the overhead of Claude Code's own sandbox; the whole agent
+/// (issue 14): at most 0.5x that overhead. Printed, never asserted.
 pub fn targets(rows: &[Row]) -> Vec<TargetResult> {
     let call = |kind, variant: Option<&str>| figure(rows, METRIC, kind, variant);
     let host = call(Kind::Host, None);
@@ -246,22 +247,39 @@ pub fn targets(rows: &[Row]) -> Vec<TargetResult> {
         v.map(|(x, label)| (x - h, label))
     };
     let own = over(call(Kind::Srt, Some(Mode::OwnSandbox.variant())));
-    [Mode::PerCommand, Mode::Whole]
-        .into_iter()
-        .map(|m| {
-            target(
-                rows,
-                format!(
-                    "Bash call overhead of `{}` over unsandboxed Claude Code <= 0.5x that of Claude Code's own sandbox",
-                    m.variant()
-                ),
-                "ms",
-                over(call(Kind::Sandbox, Some(m.variant()))),
-                own.clone(),
-                0.5,
-            )
-        })
-        .collect()
+    let mode = |m: Mode| over(call(Kind::Sandbox, Some(m.variant())));
+    let per_command = Mode::PerCommand.variant();
+    vec![
+        target(
+            rows,
+            format!("Bash call overhead of `{per_command}` over unsandboxed Claude Code <= 2 ms"),
+            "ms",
+            mode(Mode::PerCommand),
+            Ok((2.0, "2 ms".into())),
+            1.0,
+        ),
+        target(
+            rows,
+            format!(
+                "Bash call overhead of `{per_command}` over unsandboxed Claude Code <= 0.1x that of Claude Code's own sandbox"
+            ),
+            "ms",
+            mode(Mode::PerCommand),
+            own.clone(),
+            0.1,
+        ),
+        target(
+            rows,
+            format!(
+                "Bash call overhead of `{}` over unsandboxed Claude Code <= 0.5x that of Claude Code's own sandbox",
+                Mode::Whole.variant()
+            ),
+            "ms",
+            mode(Mode::Whole),
+            own,
+            0.5,
+        ),
+    ]
 }
 
 /// The check call ran where the mode says: on the host's mount namespace
@@ -296,6 +314,37 @@ mod tests {
         assert!(e.to_string().contains("outside any sandbox"), "{e}");
         assert!(check_namespace(Mode::Unsandboxed, "mnt:[1]", host).is_err());
         assert!(check_namespace(Mode::Whole, "bash: readlink: not found", host).is_err());
+    }
+
+    #[test]
+    fn per_command_is_held_to_2_ms_and_to_a_tenth_of_the_own_sandboxs_overhead() {
+        use crate::results::fixtures::row;
+        use crate::stats::Verdict;
+        let rows = |per_command: f64| {
+            vec![
+                row(METRIC, Kind::Host, Mode::Unsandboxed.variant(), &[100.0]),
+                row(METRIC, Kind::Srt, Mode::OwnSandbox.variant(), &[130.0]),
+                row(METRIC, Kind::Sandbox, Mode::Whole.variant(), &[110.0]),
+                row(METRIC, Kind::Sandbox, Mode::PerCommand.variant(), &[per_command]),
+            ]
+        };
+        let verdicts = |per_command: f64| -> Vec<(String, Verdict, Option<f64>)> {
+            targets(&rows(per_command))
+                .into_iter()
+                .map(|t| (t.target, t.verdict, t.limit))
+                .collect()
+        };
+        // 1.5 ms over: within 2 ms and within 0.1 x 30 ms.
+        let met = verdicts(101.5);
+        assert_eq!(met.len(), 3, "{met:?}");
+        assert!(met[0].0.ends_with("<= 2 ms") && met[0].1 == Verdict::Met, "{met:?}");
+        assert!(met[1].0.contains("<= 0.1x") && met[1].1 == Verdict::Met, "{met:?}");
+        assert_eq!(met[1].2, Some(3.0));
+        // 2.5 ms over: past 2 ms though within 3 ms.
+        let over = verdicts(102.5);
+        assert_eq!((over[0].1, over[1].1), (Verdict::NotMet, Verdict::Met), "{over:?}");
+        // The whole agent keeps issue 14's half: 10 ms over, limit 15 ms.
+        assert!(met[2].0.contains("<= 0.5x") && met[2].1 == Verdict::Met, "{met:?}");
     }
 
     #[test]

@@ -21,6 +21,12 @@ use std::path::Path;
 /// user, writable by no one else, at most `limit` bytes. Anything else is
 /// ignored (the cache is made again), with `what` in the debug log.
 pub fn load_own(path: &Path, limit: u64, what: &str) -> Option<Vec<u8>> {
+    load_own_dated(path, limit, what).map(|(raw, _)| raw)
+}
+
+/// `load_own`, with the file's modification time (which `store_json_dated`
+/// sets), read from the same open file as the bytes.
+pub fn load_own_dated(path: &Path, limit: u64, what: &str) -> Option<(Vec<u8>, std::time::SystemTime)> {
     use std::io::Read as _;
     use std::os::unix::fs::MetadataExt as _;
     let f = std::fs::OpenOptions::new()
@@ -37,13 +43,23 @@ pub fn load_own(path: &Path, limit: u64, what: &str) -> Option<Vec<u8>> {
     // faster than a reader.
     let mut raw = Vec::with_capacity(m.len() as usize);
     (&f).read_to_end(&mut raw).ok()?;
-    Some(raw)
+    Some((raw, m.modified().ok()?))
 }
 
 /// `value` as JSON at `path` (a cache of claude-shim's own, mode 0600): written
 /// to a new file beside it, never through a link, then put in place; a
 /// failed write leaves no temporary file.
 pub fn store_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    store_json_dated(path, value, None)
+}
+
+/// `store_json`, the file put in place already bearing `modified` as its
+/// modification time when given (a reader never sees it with another).
+pub fn store_json_dated(
+    path: &Path,
+    value: &impl serde::Serialize,
+    modified: Option<std::time::SystemTime>,
+) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -52,11 +68,24 @@ pub fn store_json(path: &Path, value: &impl serde::Serialize) -> std::io::Result
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)?;
     let data = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    let r = f.write_all(&data).and_then(|()| replace(&tmp, path));
+    let r = f
+        .write_all(&data)
+        .and_then(|()| modified.map_or(Ok(()), |t| f.set_modified(t)))
+        .and_then(|()| replace(&tmp, path));
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     r
+}
+
+/// Sets the modification time of a cache file of the caller's own, never
+/// through a link: a cache found still right is dated again, not rewritten.
+pub fn redate(path: &Path, modified: std::time::SystemTime) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?
+        .set_modified(modified)
 }
 
 #[cfg(test)]

@@ -16,6 +16,13 @@
 //! walked again once it is `MAX_AGE` old. A file made root-only by chmod may
 //! stay readable to a root sandbox that long (it was readable to every local
 //! user until then).
+//!
+//! When the tree was last walked whole is the index file's modification time
+//! (set before the file is put in place). A walk that finds every record as
+//! the old index had it only dates the file again: rewriting it cost a new
+//! file and, on this ext4 `/run` mounted with `discard`, a synchronous
+//! discard of the old one's blocks, for each of the trees, whenever a start
+//! came a minute after the last walk.
 
 use std::collections::HashMap;
 use std::fs;
@@ -90,16 +97,8 @@ struct Record {
 struct Index {
     /// The tree and depth the records were made for.
     key: String,
-    /// When the tree was last walked whole (seconds since the epoch).
-    made: u64,
     /// Directories relative to the tree.
     dirs: HashMap<PathBuf, Record>,
-}
-
-fn now_secs(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 fn index_path(dir: &Path, key: &str) -> PathBuf {
@@ -109,12 +108,18 @@ fn index_path(dir: &Path, key: &str) -> PathBuf {
     dir.join(format!("{INDEX_PREFIX}{:016x}.json", h.finish()))
 }
 
-/// The index at `path` if it is the caller's own, for `key`, and young enough.
-fn load(path: &Path, key: &str, now: SystemTime) -> Option<Index> {
-    let raw = crate::replace::load_own(path, 4 << 20, "root-only index")?;
+/// The index at `path` if it is the caller's own and for `key`, with when
+/// the tree was last walked whole (the file's modification time).
+fn load(path: &Path, key: &str) -> Option<(Index, SystemTime)> {
+    let (raw, made) = crate::replace::load_own_dated(path, 4 << 20, "root-only index")?;
     let index: Index = serde_json::from_slice(&raw).ok()?;
-    let age = now_secs(now).checked_sub(index.made)?;
-    (index.key == key && age < MAX_AGE.as_secs()).then_some(index)
+    (index.key == key).then_some((index, made))
+}
+
+/// Whether a walk made at `made` is still trusted at `now` (one dated in
+/// the future is not: the clock went back).
+fn young(made: SystemTime, now: SystemTime) -> bool {
+    now.duration_since(made).is_ok_and(|age| age < MAX_AGE)
 }
 
 /// Reads one directory: its root-only entries and the subdirectories to enter.
@@ -169,13 +174,18 @@ fn find_at(
     index_dir: Option<&Path>,
     now: SystemTime,
 ) -> io::Result<Vec<PathBuf>> {
-    // v2: write-only files are not root-only.
-    let key = format!("v2\n{max_depth}\n{}", root.display());
+    // v2: write-only files are not root-only; v3: dated by the file's mtime.
+    let key = format!("v3\n{max_depth}\n{}", root.display());
     let path = index_dir.map(|d| index_path(d, &key));
-    let mut old = path.as_deref().and_then(|p| load(p, &key, now));
+    // A young index is used; an old one only tells whether the whole walk
+    // below found anything new.
+    let (mut old, made, stale) = match path.as_deref().and_then(|p| load(p, &key)) {
+        Some((index, made)) if young(made, now) => (Some(index), made, None),
+        Some((index, _)) => (None, now, Some(index)),
+        None => (None, now, None),
+    };
     let mut new = Index {
         key: key.clone(),
-        made: old.as_ref().map(|o| o.made).unwrap_or_else(|| now_secs(now)),
         dirs: HashMap::new(),
     };
     let mut changed = old.is_none();
@@ -228,7 +238,12 @@ fn find_at(
         }
     }
     if let (Some(p), true) = (&path, changed) {
-        if let Err(e) = crate::replace::store_json(p, &new) {
+        // A young index's date stays: its untouched records were not checked again.
+        let r = match stale {
+            Some(s) if s.dirs == new.dirs => crate::replace::redate(p, made),
+            _ => crate::replace::store_json_dated(p, &new, Some(made)),
+        };
+        if let Err(e) = r {
             tracing::debug!("store root-only index {}: {e}", p.display());
         }
     }
@@ -320,8 +335,27 @@ mod tests {
         assert!(!search(now).contains(&"open".to_owned()));
         assert!(search(now + MAX_AGE).contains(&"open".to_owned()));
 
+        // A whole walk that finds the records as they were dates the file
+        // again instead of writing a new one.
+        use std::os::unix::fs::MetadataExt;
+        mode(&r.join("open"), 0o644);
+        let reopened = search(now + MAX_AGE * 2);
+        assert!(!reopened.contains(&"open".to_owned()));
+        let written = fs::metadata(&index).unwrap();
+        let later = now + MAX_AGE * 3;
+        assert_eq!(search(later), reopened);
+        let dated = fs::metadata(&index).unwrap();
+        assert_eq!(dated.ino(), written.ino(), "the index was rewritten");
+        assert_eq!(dated.modified().unwrap(), later);
+        // A partial update keeps the date of the last whole walk.
+        fs::write(r.join("a/newer"), "k").unwrap();
+        search(later + Duration::from_secs(1));
+        let partial = fs::metadata(&index).unwrap();
+        assert_ne!(partial.ino(), written.ino(), "a changed record is written");
+        assert_eq!(partial.modified().unwrap(), later);
+
         // An index someone else could have written is not read.
         mode(&index, 0o666);
-        assert!(load(&index, &held.key, now).is_none());
+        assert!(load(&index, &held.key).is_none());
     }
 }

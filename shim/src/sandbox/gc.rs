@@ -4,7 +4,11 @@
 //! directories no sandbox holds any more (`lease::collect`), the temp
 //! directories of `claude --per-command` calls. The shared caches stay:
 //! `rootfs-<hash>` skeletons, `.env-index-*` and `.root-only-index-*` files
-//! and the seccomp program cache (outside the state directory).
+//! and the seccomp program cache (outside the state directory), except a
+//! root-only index not walked for a week: one in use is dated again by every
+//! whole walk (a minute apart at most while sandboxes start), so an older one
+//! is an earlier format's or a tree's no sandbox uses now, and would only be
+//! rebuilt.
 //!
 //! A bundle belongs to a live sandbox as long as the process whose pid is in
 //! its id could have made it (`runtime::gc::maker_gone`); a half-written one
@@ -41,6 +45,14 @@ fn maker_pid(name: &str) -> Option<i32> {
     None
 }
 
+/// A regular file (not followed) last written or dated more than a week ago.
+fn unused_for_a_week(entry: &fs::DirEntry) -> bool {
+    const WEEK: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+    let Ok(meta) = entry.metadata() else { return false };
+    let age = meta.modified().ok().and_then(|m| m.elapsed().ok());
+    meta.file_type().is_file() && age.is_some_and(|a| a > WEEK)
+}
+
 /// Removes what dead sandboxes left under `state` (`<root>/.claude-shim`).
 pub fn collect(state: &Path) -> Collected {
     let mut out = Collected::default();
@@ -50,6 +62,16 @@ pub fn collect(state: &Path) -> Collected {
     let mut keys = std::collections::BTreeSet::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(super::root_only::INDEX_PREFIX) && unused_for_a_week(&entry) {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => out
+                    .removed
+                    .push(format!("{} (not walked for a week)", entry.path().display())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => out.failed.push(format!("remove {}: {e}", entry.path().display())),
+            }
+            continue;
+        }
         if let Some(key) = super::lease::key_of(&name) {
             keys.insert(key.to_owned());
             continue;
@@ -128,6 +150,22 @@ mod tests {
             fs::create_dir_all(state.join(d).join("sub")).unwrap();
         }
         fs::write(state.join(".env-index-0123456789abcdef.json"), "{}").unwrap();
+        // Two root-only indexes: one walked now, one an earlier format's,
+        // last dated eight days ago.
+        let (young, old) = (
+            state.join(".root-only-index-0123456789abcdef.json"),
+            state.join(".root-only-index-fedcba9876543210.json"),
+        );
+        for p in [&young, &old] {
+            fs::write(p, "{}").unwrap();
+        }
+        let eight_days = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+        fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(eight_days)
+            .unwrap();
         let lease = super::super::lease::Lease::acquire(&state, &wd).unwrap();
         let ph = claude_shim_bundle::Placeholder {
             path: wd.join(".mcp.json"),
@@ -137,7 +175,7 @@ mod tests {
         drop(lease); // killed
         let got = collect(&state);
         assert!(got.failed.is_empty(), "{:?}", got.failed);
-        assert_eq!(got.removed.len(), 4, "{:?}", got.removed);
+        assert_eq!(got.removed.len(), 5, "{:?}", got.removed);
         let mut left: Vec<String> = fs::read_dir(&state)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -147,6 +185,7 @@ mod tests {
             left,
             [
                 ".env-index-0123456789abcdef.json".to_owned(),
+                ".root-only-index-0123456789abcdef.json".to_owned(),
                 "rootfs-0123456789abcdef".to_owned(),
                 format!("sandbox-{me}-1f.bundle")
             ]

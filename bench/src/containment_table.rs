@@ -79,24 +79,60 @@ struct Spec<'a> {
     pair: Option<String>,
 }
 
-pub fn build(raw: &Raw) -> Containment {
-    let host = column_of(&raw.agent, Some("host"));
-    let mut checks = Vec::new();
-    for row in raw.agent.as_array().into_iter().flatten() {
+/// The canary port in verify's check names (`direct ... 127.0.0.1:PORT`).
+fn canary_port(v: &Value) -> Option<String> {
+    v.as_array()?
+        .iter()
+        .filter_map(|r| r["check"].as_str())
+        .find_map(|c| c.strip_prefix("direct host loopback 127.0.0.1:"))
+        .map(str::to_owned)
+}
+
+/// `v` with its check names on `to`'s canary port: every verify run listens
+/// on a port of its own, and its rows must land on the agent run's.
+fn on_port_of(v: &Value, to: &Value) -> Value {
+    let mut v = v.clone();
+    let (Some(from), Some(to)) = (canary_port(&v), canary_port(to)) else {
+        return v;
+    };
+    let tail = format!(":{from}");
+    for row in v.as_array_mut().into_iter().flatten() {
+        if let Some(c) = row["check"].as_str().and_then(|c| c.strip_suffix(&tail)) {
+            row["check"] = Value::from(format!("{c}:{to}"));
+        }
+    }
+    v
+}
+
+/// Appends `v`'s escape checks that are not rows yet.
+fn escape_checks(v: &Value, host: &BTreeMap<String, Value>, checks: &mut Vec<(String, String, String)>) {
+    for row in v.as_array().into_iter().flatten() {
         let check = row["check"].as_str().unwrap_or_default();
         let group = host.get(check).and_then(|r| r["group"].as_str()).unwrap_or_default();
         let expected = row["expected"].as_str().unwrap_or_default();
-        if is_escape_check(check, group, expected) {
+        if is_escape_check(check, group, expected) && !checks.iter().any(|(c, _, _)| c == check) {
             checks.push((check.to_owned(), group.to_owned(), expected.to_owned()));
         }
     }
-    let user_host = raw
-        .user
-        .agent
+}
+
+pub fn build(raw: &Raw) -> Containment {
+    let host = column_of(&raw.agent, Some("host"));
+    let offline = raw.offline.as_ref().map(|v| on_port_of(v, &raw.agent));
+    let user_agent = raw.user.agent.as_ref().map(|v| on_port_of(v, &raw.agent));
+    let user_offline = raw.user.offline.as_ref().map(|v| on_port_of(v, &raw.agent));
+    let user_host = user_agent
         .as_ref()
         .ok()
         .map(|v| column_of(v, Some(&format!("host{SUFFIX}"))))
         .unwrap_or_default();
+    // Root's rows, then those only the user's run has (its own user
+    // namespace, say).
+    let mut checks = Vec::new();
+    escape_checks(&raw.agent, &host, &mut checks);
+    if let Ok(v) = &user_agent {
+        escape_checks(v, &user_host, &mut checks);
+    }
     let column = |p: Spec<'_>, rows: Option<BTreeMap<String, Value>>| {
         let baseline = if p.pair.is_some() { &user_host } else { &host };
         let mut c = Column {
@@ -134,11 +170,11 @@ pub fn build(raw: &Raw) -> Containment {
     };
     let mut columns = Vec::new();
     for (peers, agent, offline, suffix) in [
-        (&raw.peers, Ok(&raw.agent), raw.offline.as_ref(), ""),
+        (&raw.peers, Ok(&raw.agent), offline.as_ref().map_err(|e| *e), ""),
         (
             &raw.user.peers,
-            raw.user.agent.as_ref(),
-            raw.user.offline.as_ref(),
+            user_agent.as_ref().map_err(|e| *e),
+            user_offline.as_ref().map_err(|e| *e),
             SUFFIX,
         ),
     ] {
@@ -389,6 +425,27 @@ mod tests {
         assert!(!is_escape_check("writable /tmp", "filesystem", "writable"));
         assert!(!is_escape_check("env IS_SANDBOX", "sentinel", "IS_SANDBOX=1"));
         assert!(is_escape_check("env GH_TOKEN absent", "env", "absent"));
+    }
+
+    #[test]
+    fn the_offline_and_user_runs_land_on_the_agent_runs_rows() {
+        let agent = serde_json::json!([{"check": "direct host loopback 127.0.0.1:100"}, {"check": "syscall mount"}]);
+        let other = serde_json::json!([{"check": "direct host loopback 127.0.0.1:200"}, {"check": "direct private 10/8 10.0.0.1:200"}, {"check": "syscall mount"}]);
+        let moved = on_port_of(&other, &agent);
+        let names: Vec<&str> = moved
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["check"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "direct host loopback 127.0.0.1:100",
+                "direct private 10/8 10.0.0.1:100",
+                "syscall mount"
+            ]
+        );
     }
 
     #[test]

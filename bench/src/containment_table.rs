@@ -293,9 +293,18 @@ fn start_up(col: &Column, rows: &[Row]) -> Option<f64> {
                 && r.kind == col.kind
                 && r.variant == variant
                 && r.status == RowStatus::Ok
-                && (col.kind != Kind::Runsc && col.kind != Kind::Crun || col.name.starts_with(&r.runtime))
+                && (col.kind != Kind::Runsc && col.kind != Kind::Crun || same_runtime(&r.runtime, &col.name))
         })
         .and_then(|r| r.summary.map(|s| s.median))
+}
+
+/// Whether a root OCI column (named by `containment::peers`) is that of the
+/// runtime `runtime` ("runsc (ptrace)", "crun (cgroup2 hidden)"), whose
+/// own label the column's extends.
+fn same_runtime(runtime: &str, column: &str) -> bool {
+    ["runc spec", "default seccomp"]
+        .iter()
+        .any(|label| crate::plan::label_of(runtime, label) == column)
 }
 
 /// Start-up (x, log scale) against the share of applicable escapes blocked (y).
@@ -425,6 +434,17 @@ mod tests {
         assert!(!is_escape_check("writable /tmp", "filesystem", "writable"));
         assert!(!is_escape_check("env IS_SANDBOX", "sentinel", "IS_SANDBOX=1"));
         assert!(is_escape_check("env GH_TOKEN absent", "env", "absent"));
+    }
+
+    #[test]
+    fn runsc_and_crun_columns_find_their_start_up_row() {
+        assert!(same_runtime("runsc (ptrace)", "runsc (ptrace, runc spec)"));
+        assert!(same_runtime(
+            "crun (cgroup2 hidden)",
+            "crun (cgroup2 hidden, default seccomp)"
+        ));
+        assert!(same_runtime("crun", "crun (runc spec)"));
+        assert!(!same_runtime("crun", "crun (cgroup2 hidden, runc spec)"));
     }
 
     #[test]

@@ -266,8 +266,10 @@ pub fn run(s: Settings) -> Result<i32> {
                 "claude-shim-bench: containment: the {} policy's checks in every sandbox",
                 crate::containment::POLICY
             );
+            let (user_peers, user) = crate::containment_user::peers(&ctx, &layout);
+            let user = crate::containment_user::measure(&ctx, &s.claude_shim, user_peers, user);
             crate::containment::peers(&ctx, &layout, &support)
-                .and_then(|p| crate::containment::measure(&ctx, &s.claude_shim, p))
+                .and_then(|p| crate::containment::measure(&ctx, &s.claude_shim, p, user))
                 .map(|raw| crate::containment_table::build(&raw))
                 .map_err(|e| err_text(&e))
         });

@@ -165,12 +165,39 @@ pub fn config(layout: &Layout, v: &Variant) -> Value {
     spec
 }
 
-pub fn write(dir: &Path, layout: &Layout, v: &Variant) -> Result<PathBuf> {
+/// What `runc spec --rootless` changes in `runc spec`'s bundle, for a caller
+/// that is `uid`:`gid` on the host: a user namespace mapping root to it, no
+/// network namespace (an unprivileged user gets no veth), /sys bound from
+/// the host (sysfs cannot be mounted without owning the network namespace)
+/// and no `gid=` for devpts (the group is not mapped).
+pub fn rootless(config: &mut Value, uid: u32, gid: u32) {
+    let linux = &mut config["linux"];
+    if let Some(ns) = linux["namespaces"].as_array_mut() {
+        ns.retain(|n| n["type"] != "network");
+        ns.push(json!({"type": "user"}));
+    }
+    linux["uidMappings"] = json!([{"containerID": 0, "hostID": uid, "size": 1}]);
+    linux["gidMappings"] = json!([{"containerID": 0, "hostID": gid, "size": 1}]);
+    for m in config["mounts"].as_array_mut().into_iter().flatten() {
+        if m["destination"] == "/sys" {
+            *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
+                        "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
+        } else if let Some(opts) = m["options"].as_array_mut() {
+            opts.retain(|o| !o.as_str().is_some_and(|o| o.starts_with("gid=")));
+        }
+    }
+}
+
+pub fn write_config(dir: &Path, config: &Value) -> Result<PathBuf> {
     fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     let path = dir.join("config.json");
-    let text = serde_json::to_vec_pretty(&config(layout, v))?;
+    let text = serde_json::to_vec_pretty(config)?;
     fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
     Ok(dir.to_path_buf())
+}
+
+pub fn write(dir: &Path, layout: &Layout, v: &Variant) -> Result<PathBuf> {
+    write_config(dir, &config(layout, v))
 }
 
 #[cfg(test)]
@@ -230,5 +257,34 @@ mod tests {
         let c = config(&layout(), &v);
         assert_eq!(c["linux"]["seccomp"], profile);
         assert_eq!(c["annotations"]["run.claude-shim.network"], "allowlist");
+    }
+
+    #[test]
+    fn rootless_is_what_runc_spec_rootless_changes() {
+        let mut c = config(&layout(), &Variant::new(vec!["/bin/true".into()]));
+        rootless(&mut c, 1001, 1002);
+        let types: Vec<&str> = c["linux"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["pid", "ipc", "uts", "mount", "user"]);
+        assert_eq!(
+            c["linux"]["uidMappings"],
+            json!([{"containerID": 0, "hostID": 1001, "size": 1}])
+        );
+        assert_eq!(
+            c["linux"]["gidMappings"],
+            json!([{"containerID": 0, "hostID": 1002, "size": 1}])
+        );
+        let m = c["mounts"].as_array().unwrap();
+        let find = |d: &str| m.iter().find(|x| x["destination"] == d).unwrap().clone();
+        assert_eq!(find("/sys")["type"], "none");
+        assert_eq!(find("/sys")["source"], "/sys");
+        assert!(!find("/dev/pts")["options"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("gid=5")));
     }
 }

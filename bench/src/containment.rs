@@ -4,7 +4,8 @@
 //! crun, runsc and `claude-shim run` on the bundle `runc spec` makes and on
 //! the engines' default seccomp profile, bwrap with Claude Code's flags, srt,
 //! Codex's sandbox, and `claude-shim sandbox` with the agent and offline
-//! policies. The launcher gives the probe a terminal, so TIOCSTI is tried,
+//! policies, root-run here and as an unprivileged user in
+//! `containment_user`. The launcher gives the probe a terminal, so TIOCSTI is tried,
 //! and holds an open directory, so a descriptor leak shows.
 //! Cells are read in `containment_table`.
 
@@ -36,6 +37,9 @@ pub struct Peer {
     pub launch: Option<Value>,
     /// Why the column is empty: the peer is missing or cannot run here.
     pub reason: Option<String>,
+    /// A column run as the unprivileged user: the root column it is the
+    /// counterpart of (its escapes count against the user's own host).
+    pub pair: Option<String>,
 }
 
 /// What the verify runs printed, side by side, with the columns that could not run.
@@ -45,12 +49,33 @@ pub struct Raw {
     pub agent: Value,
     /// verify's JSON for the offline policy (its own sandbox only).
     pub offline: Result<Value, String>,
+    /// The same, run as the unprivileged user.
+    pub user: UserRaw,
+}
+
+/// What verify printed when run as the unprivileged user, whose own host
+/// column is the baseline of the others.
+pub struct UserRaw {
+    pub peers: Vec<Peer>,
+    pub agent: Result<Value, String>,
+    pub offline: Result<Value, String>,
+}
+
+/// The unprivileged user verify runs as, and what it owns.
+pub struct AsUser {
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+    /// Its copy of the source tree: the sandboxes' working directory.
+    pub tree: PathBuf,
+    /// verify's state root and XDG_RUNTIME_DIR.
+    pub state: PathBuf,
 }
 
 pub const AGENT_COLUMN: &str = "claude-shim sandbox (agent)";
 pub const OFFLINE_COLUMN: &str = "claude-shim sandbox (offline)";
 
-fn unavailable(a: &Availability) -> Option<String> {
+pub fn unavailable(a: &Availability) -> Option<String> {
     match a {
         Availability::Present => None,
         Availability::Missing(r) | Availability::Fails(r) => Some(r.clone()),
@@ -73,6 +98,7 @@ pub fn peers(ctx: &Ctx, layout: &Layout, support: &Support) -> Result<Vec<Peer>>
         variant: String::new(),
         launch: Some(json!({"name": "host", "argv": []})),
         reason: None,
+        pair: None,
     }];
     // The engines' default profile: containers-common's seccomp.json (podman's,
     // and moby's own profile as Debian's docker.io embeds it, in substance).
@@ -92,6 +118,7 @@ pub fn peers(ctx: &Ctx, layout: &Layout, support: &Support) -> Result<Vec<Peer>>
             variant: variant.to_owned(),
             launch: None,
             reason: unavailable(&rt.availability),
+            pair: None,
         };
         match rt.kind {
             Kind::Host | Kind::Sandbox => {}
@@ -147,7 +174,7 @@ pub fn peers(ctx: &Ctx, layout: &Layout, support: &Support) -> Result<Vec<Peer>>
 
 /// verify's peer entry for an OCI runtime; crun on a hybrid host runs in a
 /// mount namespace without the unified hierarchy, as its start-up row does.
-fn oci_launch(rt: &crate::runtimes::Runtime, name: &str, bundle: &Path, seccomp: bool) -> Value {
+pub fn oci_launch(rt: &crate::runtimes::Runtime, name: &str, bundle: &Path, seccomp: bool) -> Value {
     let path = rt.path.clone().unwrap_or_default();
     let mut args: Vec<String> = Vec::new();
     if let Some(p) = &rt.platform {
@@ -178,18 +205,32 @@ fn oci_launch(rt: &crate::runtimes::Runtime, name: &str, bundle: &Path, seccomp:
 
 /// Runs verify for the agent policy with every peer beside it, and for the
 /// offline policy alone, each with a fresh terminal on its stdin.
-pub fn measure(ctx: &Ctx, claude_shim: &Path, peers: Vec<Peer>) -> Result<Raw> {
+pub fn measure(ctx: &Ctx, claude_shim: &Path, peers: Vec<Peer>, user: UserRaw) -> Result<Raw> {
     let dir = ctx.work.join("containment");
     let list: Vec<&Value> = peers.iter().filter_map(|p| p.launch.as_ref()).collect();
     let peers_file = dir.join("peers.json");
     fs::write(&peers_file, serde_json::to_vec_pretty(&list)?)
         .with_context(|| format!("write {}", peers_file.display()))?;
-    let agent = verify(ctx, claude_shim, POLICY, Some(&peers_file), &dir)?;
-    let offline = verify(ctx, claude_shim, "offline", None, &dir).map_err(|e| err_text(&e));
-    Ok(Raw { peers, agent, offline })
+    let agent = verify(ctx, claude_shim, POLICY, Some(&peers_file), &dir, None)?;
+    let offline = verify(ctx, claude_shim, "offline", None, &dir, None).map_err(|e| err_text(&e));
+    Ok(Raw {
+        peers,
+        agent,
+        offline,
+        user,
+    })
 }
 
-fn verify(ctx: &Ctx, claude_shim: &Path, policy: &str, peers: Option<&PathBuf>, dir: &Path) -> Result<Value> {
+/// Runs `claude-shim verify` for `policy` (beside `peers`, if any), as root
+/// or as `user` in that user's tree.
+pub fn verify(
+    ctx: &Ctx,
+    claude_shim: &Path,
+    policy: &str,
+    peers: Option<&PathBuf>,
+    dir: &Path,
+    user: Option<&AsUser>,
+) -> Result<Value> {
     let pty = nix::pty::openpty(None, None).context("open a pseudo-terminal")?;
     // An open directory of the host without close-on-exec, as a launcher may
     // hold one: a sandbox that passes it on lets the command leave through it.
@@ -201,11 +242,30 @@ fn verify(ctx: &Ctx, claude_shim: &Path, policy: &str, peers: Option<&PathBuf>, 
     .with_context(|| format!("open {}", dir.display()))?;
     // SAFETY: a descriptor just opened here and owned by nothing else.
     let leak = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(leak) };
-    let mut c = Command::new(claude_shim);
-    c.arg("--root")
-        .arg(dir.join("state"))
-        .args(["verify", "--json", "--policy", policy, "--workdir"])
-        .arg(&ctx.tree);
+    let mut c = match user {
+        None => {
+            let mut c = Command::new(claude_shim);
+            c.arg("--root").arg(dir.join("state"));
+            c
+        }
+        Some(u) => {
+            // The terminal becomes the user's controlling one, as a login's
+            // is: without CAP_SYS_ADMIN, TIOCSTI works on that one only.
+            let mut c = Command::new("setsid");
+            c.args(["--ctty", "--wait", "setpriv"])
+                .args([format!("--reuid={}", u.uid), format!("--regid={}", u.gid)])
+                .args(["--clear-groups", "--"])
+                .arg(claude_shim)
+                .arg("--root")
+                .arg(&u.state)
+                .env("HOME", &u.home)
+                .env("XDG_RUNTIME_DIR", &u.state)
+                .current_dir(&u.tree);
+            c
+        }
+    };
+    let tree = user.map_or(&ctx.tree, |u| &u.tree);
+    c.args(["verify", "--json", "--policy", policy, "--workdir"]).arg(tree);
     if let Some(p) = peers {
         c.arg("--peers").arg(p);
     }

@@ -2,7 +2,9 @@
 //! escape (what a sandbox must stop), one column per peer, B (blocked), E
 //! (escaped) or n/a, and a blocked / applicable total per column. A check
 //! the bare host cannot do either is n/a everywhere; an escape where the host
-//! also escapes is a real escape. Also the plot of start-up against score.
+//! also escapes is a real escape. The unprivileged user's columns are held
+//! against that user's own host column, root's against root's. Also the
+//! plot of start-up against score.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -11,6 +13,7 @@ use serde_json::Value;
 
 use crate::containment::{column_of, Raw, AGENT_COLUMN, OFFLINE_COLUMN, POLICY};
 use crate::containment_types::{Cell, Column, Containment};
+use crate::containment_user::{SUFFIX, USER};
 use crate::results::{fmt_num, Row, RowStatus};
 use crate::runtimes::Kind;
 use crate::svg::escape;
@@ -46,6 +49,16 @@ fn blocked(row: Option<&Value>) -> Option<bool> {
     }
 }
 
+/// A peer whose probe never reported (its runtime could not start it) has
+/// no cells: read as rows, every check would be an escape.
+fn never_ran(rows: &BTreeMap<String, Value>) -> Option<String> {
+    let observed = |r: &Value| r["observed"].as_str().unwrap_or_default().to_owned();
+    let first = observed(rows.values().next()?);
+    rows.values()
+        .all(|r| observed(r).starts_with("no result"))
+        .then_some(first)
+}
+
 fn cell_of(row: Option<&Value>, host_escapes: bool) -> Cell {
     if !host_escapes {
         return Cell::NotApplicable;
@@ -57,32 +70,89 @@ fn cell_of(row: Option<&Value>, host_escapes: bool) -> Cell {
     }
 }
 
-pub fn build(raw: &Raw) -> Containment {
-    let host = column_of(&raw.agent, Some("host"));
-    let mut checks = Vec::new();
-    for row in raw.agent.as_array().into_iter().flatten() {
+/// A column before its cells: who it is, and why it is empty if it is.
+struct Spec<'a> {
+    name: &'a str,
+    kind: Kind,
+    variant: &'a str,
+    reason: Option<String>,
+    pair: Option<String>,
+}
+
+/// The canary port in verify's check names (`direct ... 127.0.0.1:PORT`).
+fn canary_port(v: &Value) -> Option<String> {
+    v.as_array()?
+        .iter()
+        .filter_map(|r| r["check"].as_str())
+        .find_map(|c| c.strip_prefix("direct host loopback 127.0.0.1:"))
+        .map(str::to_owned)
+}
+
+/// `v` with its check names on `to`'s canary port: every verify run listens
+/// on a port of its own, and its rows must land on the agent run's.
+fn on_port_of(v: &Value, to: &Value) -> Value {
+    let mut v = v.clone();
+    let (Some(from), Some(to)) = (canary_port(&v), canary_port(to)) else {
+        return v;
+    };
+    let tail = format!(":{from}");
+    for row in v.as_array_mut().into_iter().flatten() {
+        if let Some(c) = row["check"].as_str().and_then(|c| c.strip_suffix(&tail)) {
+            row["check"] = Value::from(format!("{c}:{to}"));
+        }
+    }
+    v
+}
+
+/// Appends `v`'s escape checks that are not rows yet.
+fn escape_checks(v: &Value, host: &BTreeMap<String, Value>, checks: &mut Vec<(String, String, String)>) {
+    for row in v.as_array().into_iter().flatten() {
         let check = row["check"].as_str().unwrap_or_default();
         let group = host.get(check).and_then(|r| r["group"].as_str()).unwrap_or_default();
         let expected = row["expected"].as_str().unwrap_or_default();
-        if is_escape_check(check, group, expected) {
+        if is_escape_check(check, group, expected) && !checks.iter().any(|(c, _, _)| c == check) {
             checks.push((check.to_owned(), group.to_owned(), expected.to_owned()));
         }
     }
-    let host_escapes = |check: &str| blocked(host.get(check)) == Some(false);
-    let column = |name: &str, kind: Kind, variant: &str, rows: Option<BTreeMap<String, Value>>, reason| {
+}
+
+pub fn build(raw: &Raw) -> Containment {
+    let host = column_of(&raw.agent, Some("host"));
+    let offline = raw.offline.as_ref().map(|v| on_port_of(v, &raw.agent));
+    let user_agent = raw.user.agent.as_ref().map(|v| on_port_of(v, &raw.agent));
+    let user_offline = raw.user.offline.as_ref().map(|v| on_port_of(v, &raw.agent));
+    let user_host = user_agent
+        .as_ref()
+        .ok()
+        .map(|v| column_of(v, Some(&format!("host{SUFFIX}"))))
+        .unwrap_or_default();
+    // Root's rows, then those only the user's run has (its own user
+    // namespace, say).
+    let mut checks = Vec::new();
+    escape_checks(&raw.agent, &host, &mut checks);
+    if let Ok(v) = &user_agent {
+        escape_checks(v, &user_host, &mut checks);
+    }
+    let column = |p: Spec<'_>, rows: Option<BTreeMap<String, Value>>| {
+        let baseline = if p.pair.is_some() { &user_host } else { &host };
         let mut c = Column {
-            name: name.to_owned(),
-            kind,
-            variant: variant.to_owned(),
-            reason,
+            name: p.name.to_owned(),
+            kind: p.kind,
+            variant: p.variant.to_owned(),
+            reason: p.reason,
+            pair: p.pair,
             blocked: 0,
             applicable: 0,
             cells: BTreeMap::new(),
             escapes: BTreeMap::new(),
         };
         let Some(rows) = rows else { return c };
+        if let Some(why) = never_ran(&rows) {
+            c.reason = Some(why);
+            return c;
+        }
         for (check, _, _) in &checks {
-            let cell = cell_of(rows.get(check), host_escapes(check));
+            let cell = cell_of(rows.get(check), blocked(baseline.get(check)) == Some(false));
             match cell {
                 Cell::B => c.blocked += 1,
                 Cell::E => {
@@ -99,26 +169,45 @@ pub fn build(raw: &Raw) -> Containment {
         c
     };
     let mut columns = Vec::new();
-    for p in &raw.peers {
-        let rows = p.launch.as_ref().map(|_| column_of(&raw.agent, Some(&p.name)));
-        columns.push(column(&p.name, p.kind, &p.variant, rows, p.reason.clone()));
-    }
-    columns.push(column(
-        AGENT_COLUMN,
-        Kind::Sandbox,
-        "",
-        Some(column_of(&raw.agent, Some("claude-shim"))),
-        None,
-    ));
-    match &raw.offline {
-        Ok(v) => columns.push(column(
-            OFFLINE_COLUMN,
-            Kind::Sandbox,
-            "offline",
-            Some(column_of(v, None)),
-            None,
-        )),
-        Err(e) => columns.push(column(OFFLINE_COLUMN, Kind::Sandbox, "offline", None, Some(e.clone()))),
+    for (peers, agent, offline, suffix) in [
+        (&raw.peers, Ok(&raw.agent), offline.as_ref().map_err(|e| *e), ""),
+        (
+            &raw.user.peers,
+            user_agent.as_ref().map_err(|e| *e),
+            user_offline.as_ref().map_err(|e| *e),
+            SUFFIX,
+        ),
+    ] {
+        let user = (!suffix.is_empty()).then_some(());
+        for p in peers {
+            let (rows, reason) = match (&p.reason, &p.launch, agent) {
+                (Some(r), _, _) => (None, Some(r.clone())),
+                (None, Some(_), Ok(v)) => (Some(column_of(v, Some(&p.name))), None),
+                (None, _, Err(e)) => (None, Some(e.to_string())),
+                (None, None, Ok(_)) => (None, Some("no launch".to_owned())),
+            };
+            let spec = Spec {
+                name: &p.name,
+                kind: p.kind,
+                variant: &p.variant,
+                reason,
+                pair: p.pair.clone(),
+            };
+            columns.push(column(spec, rows));
+        }
+        for (name, variant, v) in [
+            (AGENT_COLUMN, "", agent.map(|v| column_of(v, Some("claude-shim")))),
+            (OFFLINE_COLUMN, "offline", offline.map(|v| column_of(v, None))),
+        ] {
+            let spec = Spec {
+                name: &format!("{name}{suffix}"),
+                kind: Kind::Sandbox,
+                variant,
+                reason: v.as_ref().err().map(|e| e.to_string()),
+                pair: user.map(|()| name.to_owned()),
+            };
+            columns.push(column(spec, v.ok()));
+        }
     }
     Containment {
         policy: POLICY,
@@ -135,7 +224,9 @@ pub fn markdown(c: &Containment) -> String {
          B blocked (by the sandbox, or by the kernel for lack of a capability), E escaped, n/a not applicable \
          (the bare host cannot do it either, or the check says so). The checks are `claude-shim verify`'s for that \
          policy, run unchanged in every sandbox (`verify --peers`); what a sandbox must allow (a writable working \
-         directory, the allowlisted host) is left out.\n",
+         directory, the allowlisted host) is left out. Columns \"as user\" ran as the unprivileged user {USER} \
+         (rootless, where the peer has such a mode); there an escape counts only where {USER}'s own host column \
+         escapes too.\n",
         c.policy
     );
     let _ = writeln!(s, "| sandbox | blocked / applicable | escapes |");
@@ -202,19 +293,34 @@ fn start_up(col: &Column, rows: &[Row]) -> Option<f64> {
                 && r.kind == col.kind
                 && r.variant == variant
                 && r.status == RowStatus::Ok
-                && (col.kind != Kind::Runsc && col.kind != Kind::Crun || col.name.starts_with(&r.runtime))
+                && (col.kind != Kind::Runsc && col.kind != Kind::Crun || same_runtime(&r.runtime, &col.name))
         })
         .and_then(|r| r.summary.map(|s| s.median))
+}
+
+/// Whether a root OCI column (named by `containment::peers`) is that of the
+/// runtime `runtime` ("runsc (ptrace)", "crun (cgroup2 hidden)"), whose
+/// own label the column's extends.
+fn same_runtime(runtime: &str, column: &str) -> bool {
+    ["runc spec", "default seccomp"]
+        .iter()
+        .any(|label| crate::plan::label_of(runtime, label) == column)
 }
 
 /// Start-up (x, log scale) against the share of applicable escapes blocked (y).
 pub fn plot(c: &Containment, rows: &[Row], footer: &str) -> String {
     let (w, h, left, top, pw, ph) = (960.0, 560.0, 70.0, 60.0, 620.0, 420.0);
+    // A user column has no start-up row of its own: it sits above or below
+    // its root counterpart, hollow, joined to it.
+    let by_name = |name: &str| c.columns.iter().find(|col| col.name == name);
     let points: Vec<(&Column, f64, f64)> = c
         .columns
         .iter()
         .filter(|col| col.reason.is_none() && col.applicable > 0 && col.kind != Kind::Host)
-        .filter_map(|col| start_up(col, rows).map(|ms| (col, ms, col.blocked as f64 / col.applicable as f64)))
+        .filter_map(|col| {
+            let timed = col.pair.as_deref().and_then(by_name).unwrap_or(col);
+            start_up(timed, rows).map(|ms| (col, ms, col.blocked as f64 / col.applicable as f64))
+        })
         .collect();
     let (lo, hi) = points
         .iter()
@@ -238,7 +344,7 @@ pub fn plot(c: &Containment, rows: &[Row], footer: &str) -> String {
     );
     let _ = writeln!(
         s,
-        r##"<text x="10" y="42" fill="#555">x: cold start to exit of /bin/true, median ms (log); y: escapes blocked / applicable ({} policy's checks); up and left is better</text>"##,
+        r##"<text x="10" y="42" fill="#555">x: cold start to exit of /bin/true, median ms (log); y: escapes blocked / applicable ({} policy's checks); up and left is better; hollow: as an unprivileged user (x of the root run)</text>"##,
         c.policy
     );
     let _ = writeln!(
@@ -269,11 +375,22 @@ pub fn plot(c: &Containment, rows: &[Row], footer: &str) -> String {
     }
     for (i, (col, ms, share)) in points.iter().enumerate() {
         let (px, py) = (x(*ms), y(*share));
-        let _ = writeln!(
-            s,
-            r##"<circle cx="{px:.1}" cy="{py:.1}" r="5" fill="{}"/>"##,
-            crate::svg::color(col.kind)
-        );
+        let color = crate::svg::color(col.kind);
+        let root = col.pair.as_deref().and_then(|p| points.iter().find(|q| q.0.name == p));
+        if let Some((_, _, root_share)) = root {
+            let _ = writeln!(
+                s,
+                r##"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{py:.1}" stroke="{color}" stroke-dasharray="3,3"/>"##,
+                y(*root_share)
+            );
+        }
+        let _ = match col.pair {
+            Some(_) => writeln!(
+                s,
+                r##"<circle cx="{px:.1}" cy="{py:.1}" r="5" fill="white" stroke="{color}" stroke-width="2"/>"##
+            ),
+            None => writeln!(s, r##"<circle cx="{px:.1}" cy="{py:.1}" r="5" fill="{color}"/>"##),
+        };
         let _ = writeln!(
             s,
             r##"<text x="{:.1}" y="{:.1}">{} ({}, {} ms)</text>"##,
@@ -317,6 +434,60 @@ mod tests {
         assert!(!is_escape_check("writable /tmp", "filesystem", "writable"));
         assert!(!is_escape_check("env IS_SANDBOX", "sentinel", "IS_SANDBOX=1"));
         assert!(is_escape_check("env GH_TOKEN absent", "env", "absent"));
+    }
+
+    #[test]
+    fn runsc_and_crun_columns_find_their_start_up_row() {
+        assert!(same_runtime("runsc (ptrace)", "runsc (ptrace, runc spec)"));
+        assert!(same_runtime(
+            "crun (cgroup2 hidden)",
+            "crun (cgroup2 hidden, default seccomp)"
+        ));
+        assert!(same_runtime("crun", "crun (runc spec)"));
+        assert!(!same_runtime("crun", "crun (cgroup2 hidden, runc spec)"));
+    }
+
+    #[test]
+    fn the_offline_and_user_runs_land_on_the_agent_runs_rows() {
+        let agent = serde_json::json!([{"check": "direct host loopback 127.0.0.1:100"}, {"check": "syscall mount"}]);
+        let other = serde_json::json!([{"check": "direct host loopback 127.0.0.1:200"}, {"check": "direct private 10/8 10.0.0.1:200"}, {"check": "syscall mount"}]);
+        let moved = on_port_of(&other, &agent);
+        let names: Vec<&str> = moved
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["check"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "direct host loopback 127.0.0.1:100",
+                "direct private 10/8 10.0.0.1:100",
+                "syscall mount"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_peer_whose_probe_never_reported_has_a_reason_not_escapes() {
+        let none = serde_json::json!({"result": "FAIL", "observed": "no result (probe exit status 128; stderr: x)"});
+        let seen = serde_json::json!({"result": "FAIL", "observed": "allowed"});
+        let rows = |v: Vec<&Value>| -> BTreeMap<String, Value> {
+            v.into_iter()
+                .enumerate()
+                .map(|(i, r)| (i.to_string(), r.clone()))
+                .collect()
+        };
+        assert_eq!(
+            never_ran(&rows(vec![&none, &none])).as_deref(),
+            Some("no result (probe exit status 128; stderr: x)")
+        );
+        assert_eq!(
+            never_ran(&rows(vec![&none, &seen])),
+            None,
+            "a partial run keeps its cells"
+        );
+        assert_eq!(never_ran(&rows(vec![])), None);
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub struct Column {
     pub variant: String,
     /// Why the column is empty.
     pub reason: Option<String>,
+    /// A column run as the unprivileged user: the root column it pairs with.
+    pub pair: Option<String>,
     pub blocked: usize,
     pub applicable: usize,
     /// check -> cell, with what the probe observed for E cells.

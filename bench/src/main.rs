@@ -12,6 +12,7 @@ mod cold_start_net;
 mod containment;
 mod containment_table;
 mod containment_types;
+mod containment_user;
 mod detect;
 mod exec;
 mod machine;

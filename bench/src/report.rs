@@ -289,13 +289,31 @@ pub fn update_readme(readme: &Path, r: &Results, dir: &Path) -> Result<()> {
              [{rel}/containment.svg]({rel}/containment.svg)):\n",
             c.policy
         );
-        for col in &c.columns {
+        let score = |col: &crate::containment_types::Column| {
             let why = col
                 .reason
                 .as_deref()
                 .map(|r| format!(" (did not run: {})", md_cell(r)))
                 .unwrap_or_default();
-            let _ = writeln!(section, "- {}: {}{why}", col.name, col.total());
+            format!("{}{why}", col.total())
+        };
+        // One line per peer: the root run, then the same peer as the
+        // unprivileged user (held against that user's own host).
+        let paired = |col: &crate::containment_types::Column| {
+            col.pair
+                .as_deref()
+                .is_some_and(|p| c.columns.iter().any(|r| r.pair.is_none() && r.name == p))
+        };
+        for col in c.columns.iter().filter(|col| !paired(col)) {
+            let mut line = format!("- {}: {}", col.name, score(col));
+            for u in c
+                .columns
+                .iter()
+                .filter(|u| u.pair.as_deref() == Some(col.name.as_str()))
+            {
+                let _ = write!(line, "; {}: {}", u.name, score(u));
+            }
+            let _ = writeln!(section, "{line}");
         }
     }
     let _ = writeln!(
@@ -369,7 +387,15 @@ mod tests {
             targets: vec![],
             interrupted: false,
             notes: vec![],
-            containment: None,
+            containment: Some(crate::containment_types::Containment {
+                policy: "agent",
+                checks: vec![],
+                columns: vec![
+                    column("runc (runc spec)", None, 1),
+                    column("runc (runc spec --rootless) as user", Some("runc (runc spec)"), 0),
+                    column("host as user", Some("host"), 0),
+                ],
+            }),
             containment_error: None,
         };
         let res = dir.path().join("results/20260101");
@@ -385,5 +411,27 @@ mod tests {
         assert!(!text.contains("#### Cold"), "{text}");
         assert!(text.ends_with("## after\n"));
         assert_eq!(text.matches(README_BEGIN).count(), 1);
+        // One line per peer: root and user scores side by side; a user
+        // column without its root one still gets a line.
+        assert!(
+            text.contains("\n- runc (runc spec): 1/2; runc (runc spec --rootless) as user: 0/2\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("runc (runc spec --rootless) as user").count(), 1, "{text}");
+        assert!(text.contains("\n- host as user: 0/2\n"), "{text}");
+    }
+
+    fn column(name: &str, pair: Option<&str>, blocked: usize) -> crate::containment_types::Column {
+        crate::containment_types::Column {
+            name: name.into(),
+            kind: Kind::Runc,
+            variant: String::new(),
+            reason: None,
+            pair: pair.map(String::from),
+            blocked,
+            applicable: 2,
+            cells: Default::default(),
+            escapes: Default::default(),
+        }
     }
 }

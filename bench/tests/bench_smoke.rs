@@ -245,7 +245,22 @@ fn containment_is_complete(r: &Value, run: &Path, table: &str) {
         host["cells"]
     );
     assert!(host["applicable"].as_u64().unwrap() >= 100, "{host}");
-    for name in ["claude-shim sandbox (agent)", "claude-shim sandbox (offline)"] {
+    // As the unprivileged user hack/setup makes, held against that user's
+    // own host: it too can make a user namespace, so the row counts there.
+    let user_host = col("host as user");
+    assert!(user_host["reason"].is_null(), "the user's baseline ran: {user_host}");
+    assert_eq!(
+        user_host["cells"]["syscall unshare(CLONE_NEWUSER)"], "E",
+        "the user's bare host escapes through a new user namespace: {}",
+        user_host["cells"]
+    );
+    assert!(user_host["applicable"].as_u64().unwrap() >= 80, "{user_host}");
+    for name in [
+        "claude-shim sandbox (agent)",
+        "claude-shim sandbox (offline)",
+        "claude-shim sandbox (agent) as user",
+        "claude-shim sandbox (offline) as user",
+    ] {
         let s = col(name);
         assert!(s["reason"].is_null(), "{name} ran: {s}");
         assert_eq!(
@@ -253,14 +268,55 @@ fn containment_is_complete(r: &Value, run: &Path, table: &str) {
             "{name} blocks every applicable escape; escaped: {}",
             s["escapes"]
         );
-        assert!(s["applicable"].as_u64().unwrap() >= 100, "{s}");
+        let least = if name.ends_with(" as user") { 80 } else { 100 };
+        assert!(s["applicable"].as_u64().unwrap() >= least, "{s}");
     }
-    for kind in ["runc", "bwrap"] {
-        let peer = columns.iter().find(|x| x["kind"] == kind && x["reason"].is_null());
+    for (kind, as_user) in [("runc", false), ("bwrap", false), ("runc", true), ("bwrap", true)] {
+        let peer = columns
+            .iter()
+            .find(|x| x["kind"] == kind && x["reason"].is_null() && x["pair"].is_string() == as_user);
         assert!(
             peer.is_some(),
-            "{kind} is installed here, so its containment column is measured"
+            "{kind} is installed here, so its containment column (as user: {as_user}) is measured"
         );
+    }
+    // runsc applies a bundle's seccomp profile only with --oci-seccomp: the
+    // engines' default profile then stops userfaultfd, which `runc spec`'s
+    // bundle (no profile) lets through.
+    let runsc = |variant: &str| {
+        columns
+            .iter()
+            .find(|x| x["kind"] == "runsc" && x["variant"] == variant && x["pair"].is_null())
+            .unwrap_or_else(|| panic!("no runsc column {variant:?}"))
+    };
+    let (spec, default) = (runsc(""), runsc("default seccomp"));
+    if default["reason"].is_null() {
+        assert_eq!(spec["cells"]["syscall userfaultfd"], "E", "{spec}");
+        assert_eq!(
+            default["cells"]["syscall userfaultfd"], "B",
+            "runsc's default-profile column has the profile applied: {default}"
+        );
+    } else {
+        assert!(
+            !Path::new("/usr/bin/runsc").is_file(),
+            "runsc is installed, so its default-profile column runs: {default}"
+        );
+    }
+    // Every peer has its user column, measured or saying why not.
+    for kind in ["bwrap", "srt", "codex", "runc", "crun", "runsc", "claude-shim"] {
+        let mine: Vec<&Value> = columns
+            .iter()
+            .filter(|x| x["kind"] == kind && x["pair"].is_string())
+            .collect();
+        assert!(!mine.is_empty(), "{kind} has a column as user");
+        for u in mine {
+            let pair = u["pair"].as_str().unwrap();
+            assert!(
+                columns.iter().any(|x| x["name"] == pair && x["pair"].is_null()),
+                "{} pairs with the root column {pair}",
+                u["name"]
+            );
+        }
     }
     let md = fs::read_to_string(run.join("containment.md")).unwrap();
     for col in columns {
@@ -272,5 +328,9 @@ fn containment_is_complete(r: &Value, run: &Path, table: &str) {
     }
     let svg = fs::read_to_string(run.join("containment.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("claude-shim sandbox (agent)"));
+    assert!(
+        svg.contains("claude-shim sandbox (agent) as user"),
+        "the plot shows the user columns"
+    );
     assert!(table.contains("- Containment (escapes blocked / applicable"));
 }

@@ -234,7 +234,10 @@ fn a_state_root_longer_than_a_socket_address_serves_calls() {
     let long = w.dir.path().join("state-".to_owned() + &"d".repeat(100));
     std::fs::create_dir_all(&long).unwrap();
     w.root = long;
-    let out = session(&w, r#""$P" 'echo ran in $(pwd)'; echo rc=$?; echo len=${#CLAUDE_SHIM_SESSION}"#);
+    let out = session(
+        &w,
+        r#""$P" 'echo ran in $(pwd)'; echo rc=$?; echo len=${#CLAUDE_SHIM_SESSION}"#,
+    );
     let s = lines(&out);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_has(&s, &format!("ran in {}", w.proj.display()));

@@ -5,40 +5,13 @@
 //! under the engines' configuration directories as it found them. A guard
 //! uninstalls even when an assertion fails, since other test files run after.
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use claude_shim_e2e::docker::Docker;
-use claude_shim_e2e::engines::{text, Containerd, Podman, DEFAULT_ROOT, IMAGE};
+use claude_shim_e2e::engine_files::{changed, snapshot};
+use claude_shim_e2e::engines::{remove_cgroup_tree, text, Containerd, Podman, DEFAULT_ROOT, IMAGE};
 use claude_shim_e2e::{assert_gone, output_of, require_root, shim_path, workspace};
-
-/// What hack/install may change, and so what must come back unchanged.
-const ENGINE_DIRS: &[&str] = &["/etc/containers", "/etc/containerd", "/etc/docker", "/etc/apparmor.d"];
-
-/// Every file and directory under `ENGINE_DIRS`: its bytes (files) and mode.
-fn snapshot() -> BTreeMap<PathBuf, (Option<Vec<u8>>, u32)> {
-    fn walk(p: &Path, out: &mut BTreeMap<PathBuf, (Option<Vec<u8>>, u32)>) {
-        let Ok(meta) = std::fs::symlink_metadata(p) else { return };
-        let mode = meta.permissions().mode();
-        if meta.is_dir() {
-            out.insert(p.to_owned(), (None, mode));
-            for e in std::fs::read_dir(p).unwrap().flatten() {
-                walk(&e.path(), out);
-            }
-        } else {
-            let bytes =
-                std::fs::read(p).or_else(|_| std::fs::read_link(p).map(|l| l.into_os_string().into_encoded_bytes()));
-            out.insert(p.to_owned(), (Some(bytes.unwrap()), mode));
-        }
-    }
-    let mut out = BTreeMap::new();
-    for d in ENGINE_DIRS {
-        walk(Path::new(d), &mut out);
-    }
-    out
-}
 
 /// A scratch prefix and install state; uninstalls on drop, whatever happened.
 struct Installed {
@@ -247,7 +220,6 @@ fn install_registers_every_engine_and_uninstall_restores_their_files() {
         "docker run --runtime claude-shim: {}",
         text(&out.stderr)
     );
-    docker.finish();
 
     // containerd: the machine's config imports the drop-in; ctr names the binary.
     let dump = Command::new("containerd")
@@ -273,16 +245,14 @@ fn install_registers_every_engine_and_uninstall_restores_their_files() {
         "ctr run --runc-binary {bin_s}: {}",
         text(&out.stderr)
     );
+
+    doctor_engines(&bin, &docker, &ctr);
     ctr.finish();
+    docker.finish();
 
     let out = inst.uninstall();
     assert!(out.status.success(), "hack/install --uninstall: {}", text(&out.stderr));
-    let after = snapshot();
-    let changed: Vec<&PathBuf> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|p| before.get(*p) != after.get(*p))
-        .collect();
+    let changed = changed(&before, &snapshot());
     assert!(
         changed.is_empty(),
         "uninstall left these different from before install: {changed:?}"
@@ -293,4 +263,80 @@ fn install_registers_every_engine_and_uninstall_restores_their_files() {
         !inst.dir.path().join("state").exists(),
         "uninstall left its state directory"
     );
+}
+
+/// `doctor --engines IMAGE` from the installed binary, reaching the private
+/// dockerd and containerd through the variables their clients read
+/// (DOCKER_HOST, CONTAINERD_ADDRESS): an ok line for each container started.
+/// Then, with claude-shim's entry taken out of daemon.json and no dockerd to
+/// ask, the docker line fails with its fix. (podman's run line is the VM
+/// lane's: podman's default rlimits fail on this machine, docs/engines.md.)
+fn doctor_engines(bin: &Path, docker: &Docker, ctr: &Containerd) {
+    let ctr_socket = ctr.dir.path().join("containerd.sock");
+    // ctr gives containers of the default namespace the cgroup /default/ID.
+    let had_default_cgroup = Path::new("/sys/fs/cgroup/memory/default").exists();
+    let doctor = |docker_host: &str| {
+        Command::new(bin)
+            .args(["doctor", "--engines", IMAGE])
+            .env("DOCKER_HOST", docker_host)
+            .env("DOCKER_CONFIG", docker.dir.path().join("cli"))
+            .env("CONTAINERD_ADDRESS", &ctr_socket)
+            .env_remove("CONTAINERD_NAMESPACE")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = doctor(&docker.socket());
+    let report = text(&out.stdout);
+    let line = |prefix: &str| {
+        report
+            .lines()
+            .find(|l| l[4..].starts_with(prefix))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let bin_s = bin.to_str().unwrap();
+    let want_docker =
+        format!("ok   docker run: docker run --rm --runtime claude-shim --network none {IMAGE} true exited 0");
+    assert_eq!(line(" docker run: "), want_docker, "{report}{}", text(&out.stderr));
+    let ctr_line = line(" ctr run: ");
+    assert!(
+        ctr_line.starts_with(&format!("ok   ctr run: ctr run --rm --runc-binary {bin_s} {IMAGE} "))
+            && ctr_line.ends_with(" true exited 0"),
+        "{ctr_line:?}\n{report}{}",
+        text(&out.stderr)
+    );
+    if !had_default_cgroup {
+        let left = remove_cgroup_tree("/default");
+        assert!(left.is_empty(), "ctr run's cgroups left behind: {left:?}");
+    }
+
+    // The registration taken out, as a user editing daemon.json would; put back after.
+    let daemon_json = Path::new("/etc/docker/daemon.json");
+    let installed = std::fs::read(daemon_json).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&installed).unwrap();
+    v["runtimes"].as_object_mut().unwrap().remove("claude-shim");
+    std::fs::write(daemon_json, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let nowhere = format!("unix://{}", ctr.dir.path().join("no-dockerd.sock").display());
+    let out = doctor(&nowhere);
+    std::fs::write(daemon_json, &installed).unwrap();
+    let report = text(&out.stdout);
+    let docker_line = report
+        .lines()
+        .find(|l| l[4..].starts_with(" docker: "))
+        .unwrap_or_default();
+    assert_eq!(
+        docker_line,
+        "FAIL docker: no runtime claude-shim in /etc/docker/daemon.json (dockerd is not running); \
+         fix: run hack/install (it registers claude-shim with every engine it finds)",
+        "{report}"
+    );
+    assert!(
+        !report.contains(" docker run: "),
+        "a docker run without the registration:\n{report}"
+    );
+    assert_eq!(out.status.code(), Some(1), "doctor's exit code with a FAIL:\n{report}");
+    if !had_default_cgroup {
+        remove_cgroup_tree("/default");
+    }
 }

@@ -134,8 +134,8 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct Doctor {
-    /// Also start a container through each engine with claude-shim registered,
-    /// from IMAGE (already in the engine's store; slow)
+    /// Also start a container through each engine found, from IMAGE (already
+    /// in the engine's store; slow); an engine without claude-shim registered fails
     #[arg(long, value_name = "IMAGE")]
     pub engines: Option<String>,
 }

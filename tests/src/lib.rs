@@ -17,6 +17,7 @@ use serde_json::Value;
 pub mod claude_world;
 pub mod cri;
 pub mod docker;
+pub mod engine_files;
 pub mod engines;
 pub mod oracle;
 pub use claude_shim_mock_api as mock_api;

@@ -17,6 +17,10 @@ pub fn checks(image: Option<&str>) -> Vec<Check> {
     for (name, found) in [("podman", podman()), ("docker", docker()), ("containerd", containerd())] {
         match found {
             Found::Absent => out.push(Check::ok(name, "not installed")),
+            // Asked to start a container through every engine, one that
+            // cannot is a failure; otherwise only a warning (claude-shim
+            // itself does not need an engine).
+            Found::Unregistered(why) if image.is_some() => out.push(Check::fail(name, why, FIX)),
             Found::Unregistered(why) => out.push(Check::warn(name, why, FIX)),
             Found::Registered(how, path) => {
                 out.push(Check::ok(name, how));

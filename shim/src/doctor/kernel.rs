@@ -43,11 +43,16 @@ fn user_namespaces() -> Check {
                 .map(|v| format!("{name}={}", v.trim()))
         })
         .collect();
-    let sysctls = if sysctls.is_empty() {
+    let mut sysctls = if sysctls.is_empty() {
         String::from("no restricting sysctl")
     } else {
         sysctls.join(", ")
     };
+    // The profile doctor runs under is the one the runtime gets at the same
+    // path: it is what decides the user namespace where AppArmor mediates it.
+    if let Ok(label) = std::fs::read_to_string("/proc/self/attr/apparmor/current") {
+        sysctls.push_str(&format!("; AppArmor: {}", label.trim_end_matches(['\n', '\0'])));
+    }
     match try_user_namespace() {
         Ok(()) => Check::ok("user namespaces", format!("created one and mapped uid {} ({sysctls})", nix::unistd::geteuid())),
         Err(step) => Check::fail(

@@ -1,12 +1,14 @@
-//! Harness for the engine tests: a private podman (hack/podman) or containerd
-//! (hack/containerd) per test, driving the real claude-shim binary, with a
-//! check at the end that the engine and the runtime left nothing behind.
+//! Harness for the engine tests: a private podman (hack/podman), containerd
+//! (hack/containerd) or rootless dockerd (hack/docker-rootless) per test,
+//! driving the real claude-shim binary, with a check at the end that the
+//! engine and the runtime left nothing behind.
 
 mod command;
 mod containerd;
 mod daemon;
 mod leaks;
 mod podman;
+mod user_docker;
 mod user_podman;
 mod workload;
 
@@ -19,5 +21,6 @@ pub use leaks::{
     assert_nothing_left, daemon_leaks, entries, mounts_under, processes_mentioning, remove_cgroup_tree, sockets_under,
 };
 pub use podman::{Podman, DEFAULT_ROOT};
+pub use user_docker::UserDocker;
 pub use user_podman::{UserPodman, USER_IMAGE};
 pub use workload::{assert_workload_matches, WORKLOAD};

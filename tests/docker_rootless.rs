@@ -211,21 +211,40 @@ fn nested_user_namespace_is_refused_under_dockers_profile() {
     d.finish();
 }
 
-/// An admin policy is root's: seen from rootlesskit's user namespace, a file
-/// of host root belongs to the overflow uid, so claude-shim refuses to start
-/// rather than run the container without the policy (fail closed). runc
-/// reads no admin policy and runs.
+/// An admin policy of host root's applies under a rootless engine too: seen
+/// from rootlesskit's user namespace, host root is unmapped and shows as the
+/// overflow uid, which claude-shim takes as the host's root there (the file
+/// and its directories are nobody else's). The policy cuts Docker's default
+/// capabilities, even under `--privileged`, and keeps a seccomp filter;
+/// runc reads no admin policy.
 #[test]
-fn admin_policy_of_host_root_is_refused_not_skipped() {
+fn admin_policy_of_host_root_applies_under_rootless_docker() {
     let d = UserDocker::new(Some("version = 1\n"));
-    let outs = under_both(&d, &[], &["true"]);
-    assert_eq!(outs[0].status.code(), Some(0), "{}", show(&outs[0]));
-    assert_eq!(outs[1].status.code(), Some(125), "{}", show(&outs[1]));
-    let err = text(&outs[1].stderr);
-    assert!(
-        err.contains("use admin policy ") && err.contains("is owned by uid 65534, not root"),
-        "{err}"
+    let outs = under_both(
+        &d,
+        &[],
+        &["sh", "-c", "grep -E '^(CapEff|NoNewPrivs):' /proc/self/status"],
     );
+    assert_eq!(outs[0].status.code(), Some(0), "{}", show(&outs[0]));
+    assert_ne!(
+        text(&outs[0].stdout),
+        "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n",
+        "the control: docker's default capabilities under runc"
+    );
+    assert_eq!(outs[1].status.code(), Some(0), "{}", show(&outs[1]));
+    assert_eq!(text(&outs[1].stdout), "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n");
+    // --privileged: every capability and no seccomp under runc; the policy
+    // still holds under claude-shim.
+    let cmd = ["sh", "-c", "grep -E '^(CapEff|Seccomp):' /proc/self/status"];
+    let privileged = under_both(&d, &["--privileged"], &cmd);
+    assert_eq!(privileged[0].status.code(), Some(0), "{}", show(&privileged[0]));
+    assert!(
+        text(&privileged[0].stdout).contains("Seccomp:\t0"),
+        "{}",
+        show(&privileged[0])
+    );
+    assert_eq!(privileged[1].status.code(), Some(0), "{}", show(&privileged[1]));
+    assert_eq!(text(&privileged[1].stdout), "CapEff:\t0000000000000000\nSeccomp:\t2\n");
     // docker keeps no record of a refused --rm container.
     let _ = d.run(&["container", "prune", "--force"]);
     d.finish();

@@ -75,17 +75,55 @@ pub fn load() -> Result<Option<Admin>> {
     Ok(Some(Admin { path, policy }))
 }
 
-/// The file and every directory above it must be root's and writable by no
-/// one else (a sticky directory such as /tmp excepted, where others cannot
-/// replace root's entries): otherwise whoever can write there sets the policy.
+/// The uid the host's root has as seen from this process's user namespace:
+/// the one `uid_map` maps to host uid 0, else (host root unmapped, as under
+/// a rootless engine: podman, rootlesskit) the overflow uid every unmapped
+/// owner shows as. Unmapped owners are not the caller, who cannot write as
+/// them; so where host root is unmapped the policy is trusted as the host's
+/// when the chain is the overflow uid's (a rootless user could run any
+/// runtime of their own anyway: there, the policy guards against mistakes,
+/// not against the caller).
+fn host_root_uid(uid_map: &str, overflow: u32) -> u32 {
+    for line in uid_map.lines() {
+        let f: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        if let [inside, outside, count] = f[..] {
+            if outside == 0 && count > 0 {
+                return inside as u32;
+            }
+        }
+    }
+    overflow
+}
+
+/// `host_root_uid` for this process.
+fn host_root() -> u32 {
+    let map = fs::read_to_string("/proc/self/uid_map").unwrap_or_else(|_| "0 0 4294967295".to_owned());
+    let overflow = fs::read_to_string("/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65534);
+    host_root_uid(&map, overflow)
+}
+
+/// The file and every directory above it must be the host root's and
+/// writable by no one else (a sticky directory such as /tmp excepted, where
+/// others cannot replace root's entries): otherwise whoever can write there
+/// sets the policy.
 fn check_trusted(path: &Path) -> Result<()> {
     let real = fs::canonicalize(path).context("resolve the path")?;
     let meta = fs::metadata(&real).context("stat the file")?;
     if !meta.is_file() {
         bail!("it is not a regular file");
     }
-    if meta.uid() != 0 {
-        bail!("it is owned by uid {}, not root", meta.uid());
+    let root = host_root();
+    if meta.uid() != root {
+        if root == 0 {
+            bail!("it is owned by uid {}, not root", meta.uid());
+        }
+        bail!(
+            "it is owned by uid {}, not the host's root (uid {root} in this user namespace)",
+            meta.uid()
+        );
     }
     if meta.mode() & 0o022 != 0 {
         bail!("it is writable by group or others (mode {:o})", meta.mode() & 0o7777);
@@ -93,7 +131,7 @@ fn check_trusted(path: &Path) -> Result<()> {
     for dir in real.ancestors().skip(1) {
         let m = fs::metadata(dir).with_context(|| format!("stat {}", dir.display()))?;
         let sticky = m.mode() & 0o1000 != 0;
-        if m.uid() != 0 || (m.mode() & 0o022 != 0 && !sticky) {
+        if m.uid() != root || (m.mode() & 0o022 != 0 && !sticky) {
             bail!(
                 "its directory {} is not root's alone (uid {}, mode {:o})",
                 dir.display(),

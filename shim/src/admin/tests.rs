@@ -460,6 +460,17 @@ fn exec_gets_no_capability_the_init_lacks() {
 }
 
 #[test]
+fn host_root_is_found_through_the_uid_map() {
+    // The initial namespace, rootful podman/Docker.
+    assert_eq!(host_root_uid("         0          0 4294967295\n", 65534), 0);
+    // A rootless engine: 0 is the caller, host root is unmapped.
+    assert_eq!(host_root_uid("0 1001 1\n1 100000 65536\n", 65534), 65534);
+    // A namespace that maps host root elsewhere.
+    assert_eq!(host_root_uid("0 1001 1\n5 0 1\n", 65534), 5);
+    assert_eq!(host_root_uid("garbage\n", 65533), 65533);
+}
+
+#[test]
 fn the_policy_file_must_be_roots_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("policy.toml");

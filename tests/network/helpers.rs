@@ -81,6 +81,9 @@ fn killing_pasta_leaves_no_egress_and_state_says_so() {
             .unwrap_or_default()
             .contains("pasta exited while the container runs")
     });
+    // pasta's daemon is the watch's child: how it ended is known, not guessed.
+    let events = fs::read_to_string(env.root.join(".claude-shim").join(&id).join("network.log")).unwrap();
+    assert!(events.contains("SIGKILL"), "{events}");
     env.ok(&["delete", "--force", &id]);
     assert_all_gone(&env, &id);
 }

@@ -62,7 +62,8 @@ fn missing_or_failing_pasta_nft_or_proxy_refuses_the_container() {
             "pasta-fails",
             &pub_bundle,
             vec![("CLAUDE_SHIM_PASTA", fails_pasta.to_str().unwrap())],
-            "start pasta",
+            // pasta's own words reach the error (its stderr and log are one pipe).
+            "exit status: 3: no tap for you",
         ),
         (
             "nft-fails",

@@ -136,7 +136,7 @@ fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) 
             break;
         }
         if process::wait_exit(&pasta, Duration::from_millis(0)) {
-            bail!("pasta exited before the namespace had its routes (see pasta.log)");
+            bail!("pasta exited before the namespace had its routes (see network.log; pasta itself logs to the system log)");
         }
         if Instant::now() > deadline {
             bail!("wait for pasta's default route: none after 5 s");
@@ -170,7 +170,7 @@ fn filter_public(plan: &Plan, init_pid: i32, ns: &netns::NsFds, pasta_pid: i32) 
         t.elapsed().as_millis()
     );
     if process::wait_exit(&pasta, Duration::from_millis(0)) {
-        bail!("pasta exited while the filter was installed (see pasta.log)");
+        bail!("pasta exited while the filter was installed (see network.log; pasta itself logs to the system log)");
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ mod helpers;
 pub mod log;
 pub mod netns;
 pub mod nft;
+mod pasta;
 mod plan;
 pub mod policy;
 mod prepare;

@@ -6,12 +6,8 @@
 //! container runs it says so in <state>/network.log. Either way the sandbox
 //! is left without egress, never with more of it.
 
-use std::ffi::OsString;
-use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -24,114 +20,7 @@ use super::args::HelperOpts;
 use super::log::Log;
 use super::plan::Plan;
 use super::policy::Mode;
-use super::{netns, process};
-
-/// pasta's flags: nothing of the host is exposed. No port forwarding either
-/// way (`-t/-u/-T/-U none`: the defaults forward every port bound on the
-/// host's loopback), and the gateway address is not mapped to the host
-/// (`--no-map-gw`). As root this pasta version drops to nobody and then
-/// cannot join the namespace, so it stays root (`--runas 0`, NOTES.md).
-fn pasta_args(plan: &Plan, opts: &HelperOpts) -> Vec<OsString> {
-    let mut args: Vec<OsString> = [
-        "--config-net",
-        "-q",
-        "-t",
-        "none",
-        "-u",
-        "none",
-        "-T",
-        "none",
-        "-U",
-        "none",
-        "--no-map-gw",
-        // The tap is eth0, as in every other container, whatever the host's interface is called.
-        "-I",
-        "eth0",
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
-    if nix::unistd::geteuid().is_root() {
-        args.extend(["--runas", "0"].map(OsString::from));
-    }
-    args.push("-l".into());
-    args.push(opts.state_dir.join("pasta.log").into());
-    args.push("-P".into());
-    args.push(opts.state_dir.join("pasta.pid").into());
-    // pasta opens the namespace after dropping capabilities, when it may no
-    // longer open /proc/<init>/ns/*; it reopens the descriptors we hand it.
-    if plan.join_user {
-        args.extend(["--userns", "/proc/self/fd/4"].map(OsString::from));
-    }
-    args.extend(["--netns", "/proc/self/fd/3"].map(OsString::from));
-    args
-}
-
-/// Starts pasta on the container's namespace; returns its pid (it forks into
-/// the background once the namespace is configured).
-fn start_pasta(plan: &Plan, opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32> {
-    let pasta = plan
-        .pasta
-        .as_ref()
-        .ok_or_else(|| anyhow!("public mode without a pasta path"))?;
-    let pid_file = opts.state_dir.join("pasta.pid");
-    // Made empty here and read back through this descriptor: pasta writes
-    // its pid into this inode, which stays readable if a `delete --force`
-    // (after a killed create) removes the state directory while pasta starts.
-    let mut pid_in = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&pid_file)
-        .with_context(|| format!("create {}", pid_file.display()))?;
-    let net = std::os::fd::AsRawFd::as_raw_fd(&ns.net);
-    let user = ns.user.as_ref().map(std::os::fd::AsRawFd::as_raw_fd).unwrap_or(-1);
-    let mut cmd = Command::new(pasta);
-    cmd.args(pasta_args(plan, opts))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: only dup2/close_range and signal resets between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            process::reset_signals();
-            let n = libc::fcntl(net, libc::F_DUPFD_CLOEXEC, 100);
-            let u = if user >= 0 {
-                libc::fcntl(user, libc::F_DUPFD_CLOEXEC, 100)
-            } else {
-                -1
-            };
-            if n < 0 || libc::dup2(n, 3) < 0 || (u >= 0 && libc::dup2(u, 4) < 0) {
-                return Err(std::io::Error::last_os_error());
-            }
-            libc::close_range(if u >= 0 { 5 } else { 4 }, u32::MAX, 0);
-            Ok(())
-        });
-    }
-    let status = cmd.status().with_context(|| format!("execute {}", pasta.display()))?;
-    let log = fs::read_to_string(opts.state_dir.join("pasta.log")).unwrap_or_default();
-    // The first line only names the version.
-    let said: Vec<&str> = log.lines().skip(1).map(str::trim).filter(|l| !l.is_empty()).collect();
-    if !status.success() {
-        bail!(
-            "{} exited with {}{}",
-            pasta.display(),
-            status,
-            if said.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", said.join("; "))
-            }
-        );
-    }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut pid_in, &mut text).with_context(|| format!("read {}", pid_file.display()))?;
-    text.trim()
-        .parse()
-        .map_err(|_| anyhow!("read {}: {:?} is not a pid", pid_file.display(), text.trim()))
-}
+use super::{netns, pasta, process};
 
 /// The proxy, forked from this watch (which has no thread yet) rather than
 /// exec'd: it inherits the namespace descriptors at 4 and 5 and drops its
@@ -144,28 +33,46 @@ fn start_proxy(opts: &HelperOpts, ns: &netns::NsFds) -> Result<i32> {
     pid.ok_or_else(|| anyhow!("start the proxy: no child"))
 }
 
+/// The helper as started: the container's init it watches, the helper's
+/// name and pid. Either helper is this watch's child (the proxy forked,
+/// pasta's daemon reparented here: pasta::start), reaped with its status.
+struct Started {
+    init: OwnedFd,
+    name: &'static str,
+    pid: i32,
+}
+
 pub fn run(opts: &HelperOpts) -> Result<()> {
     let log = Log::open(&opts.state_dir.join("network.log"), &opts.id)?;
-    let started = (|| -> Result<(OwnedFd, &'static str, i32, Option<i32>)> {
+    let started = (|| -> Result<Started> {
         let init = process::open_verified(opts.init_pid, opts.init_start)
             .ok_or_else(|| anyhow!("find the init of container {} (pid {})", opts.id, opts.init_pid))?;
         let plan = Plan::load(&opts.state_dir)?;
         let ns = netns::NsFds::inherited(plan.join_user);
         match plan.mode {
-            Mode::Public => Ok((
-                init,
-                "pasta",
-                start_pasta(&plan, opts, &ns).context("start pasta")?,
-                None,
-            )),
+            Mode::Public => {
+                let p = pasta::start(&plan, &ns).context("start pasta")?;
+                for line in &p.said {
+                    log.write(json!({"event": "pasta says", "message": line}));
+                }
+                Ok(Started {
+                    init,
+                    name: "pasta",
+                    pid: p.pid,
+                })
+            }
             Mode::Allowlist => {
                 let pid = start_proxy(opts, &ns)?;
-                Ok((init, "proxy", pid, Some(pid)))
+                Ok(Started {
+                    init,
+                    name: "proxy",
+                    pid,
+                })
             }
             Mode::None => bail!("mode none needs no helper"),
         }
     })();
-    let (init, name, pid, child) = match started {
+    let Started { init, name, pid } = match started {
         Ok(s) => s,
         Err(e) => {
             let msg = format!("{e:#}");
@@ -206,7 +113,7 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
         let ready = |i: usize| fds[i].any().unwrap_or(false);
         // The proxy also ends when the init does: then it is not a failure.
         if ready(1) && !ready(0) {
-            let status = reap(child);
+            let status = reap(pid);
             log.write(
                 json!({"event": "helper exited", "helper": name, "pid": pid, "status": status,
                 "detail": format!("{name} exited while the container runs: the sandbox has no egress")}),
@@ -223,27 +130,21 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
                 }
             };
             process::terminate(&helper, Duration::from_secs(2));
-            let _ = reap(child);
+            let _ = reap(pid);
             log.write(json!({"event": "stopped", "helper": name, "pid": pid, "reason": why}));
             return Ok(());
         }
     }
 }
 
-/// The exit status of a helper that is our child; pasta (which forks into the
-/// background) is not, and only its pidfd tells that it ended.
-fn reap(child: Option<i32>) -> String {
-    match child {
-        Some(pid) => {
-            let mut raw = 0;
-            // SAFETY: waits for our own child; `raw` is a plain int out-parameter.
-            if unsafe { libc::waitpid(pid, &mut raw, 0) } < 0 {
-                format!("unknown ({})", std::io::Error::last_os_error())
-            } else {
-                // std's wording, as when the proxy was a std::process::Child.
-                std::process::ExitStatus::from_raw(raw).to_string()
-            }
-        }
-        None => "unknown (not a child)".into(),
+/// The exit status of the helper, our child.
+fn reap(pid: i32) -> String {
+    let mut raw = 0;
+    // SAFETY: waits for our own child; `raw` is a plain int out-parameter.
+    if unsafe { libc::waitpid(pid, &mut raw, 0) } < 0 {
+        format!("unknown ({})", std::io::Error::last_os_error())
+    } else {
+        // std's wording, as when the proxy was a std::process::Child.
+        std::process::ExitStatus::from_raw(raw).to_string()
     }
 }

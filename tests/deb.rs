@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use claude_shim_e2e::engine_files::{changed, snapshot};
+use claude_shim_e2e::engine_files::{assert_doctor_sees_registrations, changed, snapshot};
 use claude_shim_e2e::engines::text;
 use claude_shim_e2e::{require_root, shim_path, workspace};
 
@@ -86,23 +86,13 @@ fn dpkg_installs_registers_and_removes_without_a_trace() {
     );
     assert!(installed(), "dpkg-query does not show {PACKAGE} installed");
 
-    // On PATH, and doctor sees the registrations the postinst made.
-    let doctor = Command::new("claude-shim").arg("doctor").output().unwrap();
-    let report = text(&doctor.stdout);
-    for engine in ["podman", "docker", "containerd"] {
-        let line = report
-            .lines()
-            .find(|l| l.contains(&format!(" {engine}: ")))
-            .unwrap_or_default();
-        assert!(
-            line.starts_with("ok") && line.contains(BIN),
-            "doctor's {engine} line: {line:?}\n{report}"
-        );
-    }
+    // The packaged binary's doctor sees the registrations the postinst made.
+    let doctor = assert_doctor_sees_registrations(BIN);
     assert_eq!(
         doctor.status.code(),
         Some(0),
-        "claude-shim doctor:\n{report}{}",
+        "claude-shim doctor:\n{}{}",
+        text(&doctor.stdout),
         text(&doctor.stderr)
     );
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use claude_shim_e2e::docker::Docker;
-use claude_shim_e2e::engine_files::{changed, snapshot};
+use claude_shim_e2e::engine_files::{assert_doctor_sees_registrations, changed, snapshot};
 use claude_shim_e2e::engines::{remove_cgroup_tree, text, Containerd, Podman, DEFAULT_ROOT, IMAGE};
 use claude_shim_e2e::{assert_gone, output_of, require_root, shim_path, workspace};
 
@@ -145,18 +145,7 @@ fn install_registers_every_engine_and_uninstall_restores_their_files() {
     }
 
     // doctor, from the installed binary, sees each registration.
-    let doctor = Command::new(&bin).arg("doctor").output().unwrap();
-    let report = text(&doctor.stdout);
-    for engine in ["podman", "docker", "containerd"] {
-        let line = report
-            .lines()
-            .find(|l| l.contains(&format!(" {engine}: ")))
-            .unwrap_or_default();
-        assert!(
-            line.starts_with("ok") && line.contains(bin_s),
-            "doctor's {engine} line: {line:?}\n{report}"
-        );
-    }
+    let _ = assert_doctor_sees_registrations(bin_s);
 
     // podman with the machine's containers.conf and so the drop-in (podman
     // reads no drop-in when CONTAINERS_CONF is set), storage kept private.

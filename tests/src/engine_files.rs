@@ -45,3 +45,22 @@ pub fn changed(before: &Snapshot, after: &Snapshot) -> Vec<PathBuf> {
         .cloned()
         .collect()
 }
+
+/// Runs `doctor` from the installed binary `bin` and asserts it found each
+/// engine's registration of that binary (an `ok` line naming it); returns
+/// doctor's output.
+pub fn assert_doctor_sees_registrations(bin: &str) -> std::process::Output {
+    let doctor = std::process::Command::new(bin).arg("doctor").output().unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    for engine in ["podman", "docker", "containerd"] {
+        let line = report
+            .lines()
+            .find(|l| l.contains(&format!(" {engine}: ")))
+            .unwrap_or_default();
+        assert!(
+            line.starts_with("ok") && line.contains(bin),
+            "doctor's {engine} line: {line:?}\n{report}"
+        );
+    }
+    doctor
+}

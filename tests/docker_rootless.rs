@@ -10,7 +10,7 @@
 use std::process::Output;
 use std::time::Duration;
 
-use claude_shim_e2e::engines::{text, wait_until, UserDocker, IMAGE};
+use claude_shim_e2e::engines::{same_as_runc, text, wait_until, UserDocker, IMAGE};
 
 const RUNTIMES: [&str; 2] = ["runc", "claude-shim"];
 
@@ -45,18 +45,6 @@ fn under_both(d: &UserDocker, flags: &[&str], cmd: &[&str]) -> [Output; 2] {
     outs
 }
 
-/// Both gave the user the same exit status and output; returns the output.
-fn same(outs: &[Output; 2]) -> String {
-    let [runc, ours] = outs;
-    assert_eq!(
-        runc.status.code(),
-        ours.status.code(),
-        "exit status, runc vs claude-shim"
-    );
-    assert_eq!(text(&runc.stdout), text(&ours.stdout), "stdout, runc vs claude-shim");
-    text(&ours.stdout)
-}
-
 /// The user's delegated cgroups (hack/delegate-cgroups) that hold a container.
 fn delegated_cgroups(uid: u32) -> Vec<String> {
     let dir = format!("/sys/fs/cgroup/pids/claude-shim/user-{uid}");
@@ -73,7 +61,7 @@ fn delegated_cgroups(uid: u32) -> Vec<String> {
 #[test]
 fn run_terminal_exec_and_stop_as_runc() {
     let d = UserDocker::new(None);
-    let out = same(&under_both(
+    let out = same_as_runc(&under_both(
         &d,
         &[],
         &["sh", "-c", "cat /proc/self/uid_map; id -u; echo ran"],
@@ -90,7 +78,7 @@ fn run_terminal_exec_and_stop_as_runc() {
     );
     assert!(out.ends_with("0\nran\n"), "{out}");
     let outs = under_both(&d, &[], &["sh", "-c", "exit 3"]);
-    same(&outs);
+    same_as_runc(&outs);
     assert_eq!(outs[1].status.code(), Some(3));
 
     // -it: the container's terminal, owned by root and group tty (5) inside.
@@ -150,12 +138,12 @@ fn run_terminal_exec_and_stop_as_runc() {
 fn read_only_user_and_limits_as_runc() {
     let d = UserDocker::new(None);
     let outs = under_both(&d, &["--read-only"], &["sh", "-c", "touch /x; echo status=$?"]);
-    assert_eq!(same(&outs), "status=1\n");
+    assert_eq!(same_as_runc(&outs), "status=1\n");
     for out in &outs {
         assert!(text(&out.stderr).contains("Read-only file system"), "{}", show(out));
     }
 
-    let out = same(&under_both(&d, &["--user", "1000:1000"], &["id"]));
+    let out = same_as_runc(&under_both(&d, &["--user", "1000:1000"], &["id"]));
     assert_eq!(out, "uid=1000 gid=1000 groups=1000\n");
 
     // cgroup v1 without systemd: rootless dockerd has no cgroup driver
@@ -202,12 +190,12 @@ fn nested_user_namespace_is_refused_under_dockers_profile() {
         "grep ^Seccomp: /proc/self/status; unshare -U true; echo unshare=$?",
     ];
     let outs = under_both(&d, &[], &probe);
-    assert_eq!(same(&outs), "Seccomp:\t2\nunshare=1\n");
+    assert_eq!(same_as_runc(&outs), "Seccomp:\t2\nunshare=1\n");
     for out in &outs {
         assert!(text(&out.stderr).contains("Operation not permitted"), "{}", show(out));
     }
     let outs = under_both(&d, &["--security-opt", "seccomp=unconfined"], &probe);
-    assert_eq!(same(&outs), "Seccomp:\t0\nunshare=0\n");
+    assert_eq!(same_as_runc(&outs), "Seccomp:\t0\nunshare=0\n");
     d.finish();
 }
 

@@ -40,18 +40,6 @@ fn under_both(pm: &UserPodman, flags: &[&str], cmd: &[&str]) -> [Output; 2] {
     })
 }
 
-/// Both ran, and the user saw the same output and exit status.
-fn same(outs: &[Output; 2]) -> String {
-    let [runc, ours] = outs;
-    assert_eq!(
-        runc.status.code(),
-        ours.status.code(),
-        "exit status, runc vs claude-shim"
-    );
-    assert_eq!(text(&runc.stdout), text(&ours.stdout), "stdout, runc vs claude-shim");
-    text(&ours.stdout)
-}
-
 /// Nothing of any container is left: not in podman, not in the runtime's
 /// state under $XDG_RUNTIME_DIR (nor under /run), no cgroup, mount or process.
 fn finish(pm: UserPodman) {
@@ -75,10 +63,10 @@ fn finish(pm: UserPodman) {
 #[test]
 fn run_exec_and_stop_as_written_in_the_issue() {
     let pm = UserPodman::new();
-    let out = same(&under_both(&pm, &[], &["sh", "-c", "id -u; echo ran"]));
+    let out = same_as_runc(&under_both(&pm, &[], &["sh", "-c", "id -u; echo ran"]));
     assert_eq!(out, "0\nran\n", "root of podman's user namespace inside");
     let out = under_both(&pm, &[], &["sh", "-c", "exit 3"]);
-    same(&out);
+    same_as_runc(&out);
     assert_eq!(out[1].status.code(), Some(3));
 
     const LOOP: &str = "trap 'echo got-term; exit 0' TERM; echo ready > /tmp/ready; while :; do sleep 0.1; done";
@@ -160,7 +148,7 @@ fn limits_as_runc_takes_them() {
 fn keep_id_and_read_only() {
     let pm = UserPodman::new();
     let (uid, gid) = (pm.uid, pm.gid);
-    let out = same(&under_both(
+    let out = same_as_runc(&under_both(
         &pm,
         &["--userns=keep-id"],
         &["sh", "-c", "id -u; id -g; id -G; touch /tmp/f && stat -c %u:%g /tmp/f"],
@@ -171,7 +159,7 @@ fn keep_id_and_read_only() {
         "the user's own ids and group inside"
     );
 
-    let out = same(&under_both(
+    let out = same_as_runc(&under_both(
         &pm,
         &["--read-only"],
         &["sh", "-c", "touch /x 2>&1; touch /tmp/y && echo tmp-writable"],

@@ -14,7 +14,7 @@ mod workload;
 
 pub use crate::output_of;
 
-pub use command::{at_terminal, expect_ok, text, wait_until};
+pub use command::{at_terminal, expect_ok, same_as_runc, text, wait_until};
 pub use containerd::Containerd;
 pub use daemon::{stop_daemon, tear_down, write_admin_policy, ADMIN_POLICY_ENV, IMAGE};
 pub use leaks::{

@@ -60,3 +60,16 @@ pub fn at_terminal(argv: &[&str], envs: &[(&str, &Path)], dir: &Path) -> (Option
     let seen = text(&out.stdout).replace(['\0', '\r'], "");
     (out.status.code(), seen)
 }
+
+/// A command run under runc and under claude-shim: both gave the user the
+/// same exit status and stdout; returns that stdout.
+pub fn same_as_runc(outs: &[Output; 2]) -> String {
+    let [runc, ours] = outs;
+    assert_eq!(
+        runc.status.code(),
+        ours.status.code(),
+        "exit status, runc vs claude-shim"
+    );
+    assert_eq!(text(&runc.stdout), text(&ours.stdout), "stdout, runc vs claude-shim");
+    text(&ours.stdout)
+}

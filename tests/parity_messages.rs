@@ -192,3 +192,39 @@ fn state_racing_delete_says_the_container_does_not_exist() {
         );
     }
 }
+
+/// A file with its execute bit set that the kernel cannot run (ENOEXEC) is
+/// refused with "exec format error", as runc refuses it; execvp(3) would
+/// have run it through /bin/sh as a script.
+#[test]
+fn a_file_the_kernel_cannot_run_is_not_handed_to_a_shell() {
+    let env = Env::new();
+    let junk = env.dir.path().join("junk");
+    std::fs::write(&junk, b"\x7fELF-not-really\necho ran-as-a-script\n").unwrap();
+    std::fs::set_permissions(&junk, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bundle = env.bundle("enoexec", |v| {
+        set_args(v, &["/junk"]);
+        v["mounts"].as_array_mut().unwrap().push(serde_json::json!({
+            "destination": "/junk", "type": "bind", "source": junk.to_str().unwrap(), "options": ["rbind", "ro"]
+        }));
+    });
+    let b = in_bundle(&bundle);
+    let id = unique_id("enoexec");
+    let theirs = runc(&env, &run_args(&b, "runc-enoexec"));
+    let ours = env.run(&run_args(&b, &id));
+    eprintln!(
+        "runc: exit {:?}, {:?}; claude-shim: exit {:?}, {:?}",
+        theirs.status.code(),
+        text(&theirs.stderr).trim(),
+        ours.status.code(),
+        text(&ours.stderr).trim()
+    );
+    for out in [&theirs, &ours] {
+        assert!(!out.status.success());
+        assert!(!text(&out.stdout).contains("ran-as-a-script"), "{}", text(&out.stdout));
+        assert!(text(&out.stderr).contains("exec format error"), "{}", text(&out.stderr));
+    }
+    let _ = runc(&env, &["delete", "--force", "runc-enoexec"]);
+    let _ = env.run(&["delete", "--force", &id]);
+    env.assert_no_leaks(&id);
+}

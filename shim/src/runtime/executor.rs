@@ -86,8 +86,39 @@ fn exec_args(spec: &Spec) -> String {
             Err(_) => return format!("exec {program:?}: process.args[{i}] holds a NUL byte"),
         }
     }
-    let err = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
+    let err = exec_on_path(&argv);
     format!("exec {program}: {}", lower_first(err.desc()))
+}
+
+/// execve of `argv[0]`, looked up in PATH as runc does: a file the kernel
+/// cannot run fails with its errno (ENOEXEC: "exec format error"), where
+/// execvp(3) would hand it to /bin/sh as a script.
+fn exec_on_path(argv: &[std::ffi::CString]) -> nix::errno::Errno {
+    use nix::errno::Errno;
+    use std::os::unix::ffi::OsStrExt;
+    let name = argv[0].as_bytes();
+    if name.contains(&b'/') {
+        return nix::unistd::execv(&argv[0], argv).unwrap_err();
+    }
+    // This process's environment is already the container's.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut err = Errno::ENOENT;
+    for dir in path.as_bytes().split(|b| *b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let mut full = dir.to_vec();
+        full.push(b'/');
+        full.extend_from_slice(name);
+        let Ok(full) = std::ffi::CString::new(full) else {
+            continue;
+        };
+        match nix::unistd::execv(&full, argv).unwrap_err() {
+            Errno::ENOENT | Errno::ENOTDIR => {}
+            // As execvp: a match we may not run does not end the search.
+            Errno::EACCES => err = Errno::EACCES,
+            e => return e,
+        }
+    }
+    err
 }
 
 /// "Argument list too long" as runc (Go) words errors: "argument list too long".

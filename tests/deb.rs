@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use claude_shim_e2e::engine_files::{assert_doctor_sees_registrations, changed, snapshot};
+use claude_shim_e2e::engine_files::{assert_doctor_sees_registrations, assert_man_page, changed, snapshot};
 use claude_shim_e2e::engines::text;
 use claude_shim_e2e::{require_root, shim_path, workspace};
 
@@ -96,17 +96,7 @@ fn dpkg_installs_registers_and_removes_without_a_trace() {
         text(&doctor.stderr)
     );
 
-    let man = Command::new("man")
-        .args(["-P", "cat", "claude-shim-sandbox"])
-        .env("MANWIDTH", "80")
-        .output()
-        .unwrap();
-    assert!(man.status.success(), "man claude-shim-sandbox: {}", text(&man.stderr));
-    assert!(
-        text(&man.stdout).contains("Run one command in a sandbox"),
-        "{}",
-        text(&man.stdout)
-    );
+    assert_man_page(None);
     let bash = Command::new("bash")
         .arg("-c")
         .arg(

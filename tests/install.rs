@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use claude_shim_e2e::docker::Docker;
-use claude_shim_e2e::engine_files::{assert_doctor_sees_registrations, changed, snapshot};
+use claude_shim_e2e::engine_files::{assert_doctor_sees_registrations, assert_man_page, changed, snapshot};
 use claude_shim_e2e::engines::{remove_cgroup_tree, text, Containerd, Podman, DEFAULT_ROOT, IMAGE};
 use claude_shim_e2e::{assert_gone, output_of, require_root, shim_path, workspace};
 
@@ -103,23 +103,7 @@ fn install_registers_every_engine_and_uninstall_restores_their_files() {
     assert!(first == snapshot(), "a second hack/install changed the engines' files");
 
     // The man page of a verb, and bash completing `claude-shim sa`.
-    let man = Command::new("man")
-        .args([
-            "-M",
-            inst.prefix().join("share/man").to_str().unwrap(),
-            "-P",
-            "cat",
-            "claude-shim-sandbox",
-        ])
-        .env("MANWIDTH", "80")
-        .output()
-        .unwrap();
-    assert!(man.status.success(), "man claude-shim-sandbox: {}", text(&man.stderr));
-    assert!(
-        text(&man.stdout).contains("Run one command in a sandbox"),
-        "{}",
-        text(&man.stdout)
-    );
+    assert_man_page(Some(&inst.prefix().join("share/man")));
     let completion = inst.prefix().join("share/bash-completion/completions/claude-shim");
     let bash = Command::new("bash")
         .arg("-c")

@@ -64,3 +64,23 @@ pub fn assert_doctor_sees_registrations(bin: &str) -> std::process::Output {
     }
     doctor
 }
+
+/// `man claude-shim-sandbox` (from `manpath`, or man's default path) prints
+/// the verb's page.
+pub fn assert_man_page(manpath: Option<&Path>) {
+    let mut man = std::process::Command::new("man");
+    if let Some(dir) = manpath {
+        man.arg("-M").arg(dir);
+    }
+    let out = man
+        .args(["-P", "cat", "claude-shim-sandbox"])
+        .env("MANWIDTH", "80")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "man claude-shim-sandbox: {stderr}");
+    assert!(stdout.contains("Run one command in a sandbox"), "{stdout}");
+}

@@ -390,6 +390,30 @@ pub fn create_cgroup_manager(
     create_cgroup_manager_with_root(Some(Path::new(DEFAULT_CGROUP_ROOT)), config)
 }
 
+/// claude-shim: the container's cgroup2 directory, made as the manager's
+/// `add_task` would make it and opened, for the runtime to clone the
+/// container's first process into (`CLONE_INTO_CGROUP`): a process moved by a
+/// `cgroup.procs` write waits for an RCU grace period, one born there does
+/// not. None under systemd (the unit is made over D-Bus, by the manager), on
+/// a host without cgroup2, and wherever the directory cannot be made or
+/// opened; the manager's `add_task` then moves the process and reports any
+/// error, as without this.
+pub fn clone_target(config: &CgroupConfig) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match create_cgroup_manager(config.clone()).ok()? {
+        #[cfg(feature = "v1")]
+        AnyCgroupManager::V1(m) => m.prepare_clone_target()?,
+        #[cfg(feature = "v2")]
+        AnyCgroupManager::V2(m) => m.prepare_clone_target()?,
+        _ => return None,
+    };
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+        .open(dir)
+        .ok()
+}
+
 #[cfg(feature = "v1")]
 fn create_v1_cgroup_manager(
     cgroup_path: &Path,

@@ -36,6 +36,9 @@ pub struct Manager {
     /// hierarchy, which holds no controller but is where cgroup2-only tools
     /// (PSI, BPF programs keyed by cgroup, systemd) find the container.
     unified: Option<PathBuf>,
+    /// claude-shim: the calling process is already in `unified` (the runtime
+    /// cloned it there, `CLONE_INTO_CGROUP`), so joining it is a no-op.
+    in_unified: bool,
     rootless: bool,
 }
 
@@ -112,7 +115,7 @@ impl Manager {
 
         // runc places a container in the hybrid host's cgroup2 hierarchy at
         // the same path as in the v1 ones (hierarchy 0 of /proc/PID/cgroup).
-        let unified = match unified_mount {
+        let unified = match &unified_mount {
             Some(mount) if cgroup_path.as_os_str().is_empty() => cgroups
                 .0
                 .iter()
@@ -122,10 +125,20 @@ impl Manager {
             Some(mount) => Some(mount.join_safely(cgroup_path)?),
             None => None,
         };
+        let in_unified = match (&unified_mount, &unified) {
+            (Some(mount), Some(dir)) => cgroups
+                .0
+                .iter()
+                .find(|c| c.hierarchy == 0 && c.controllers.is_empty())
+                .and_then(|c| mount.join_safely(Path::new(&c.pathname)).ok())
+                .is_some_and(|current| &current == dir),
+            _ => false,
+        };
 
         Ok(Manager {
             subsystems,
             unified,
+            in_unified,
             rootless: false,
         })
     }
@@ -138,6 +151,11 @@ impl Manager {
         let Some(dir) = &self.unified else {
             return Ok(());
         };
+        // A write to cgroup.procs waits for an RCU grace period even when
+        // the process is already there (vendor/libcontainer fork.rs).
+        if self.in_unified && pid == Pid::this() {
+            return Ok(());
+        }
         if self.rootless {
             let blocked = match fs::create_dir_all(dir) {
                 Err(e) => Some(e),
@@ -163,6 +181,16 @@ impl Manager {
     pub fn with_rootless(mut self, rootless: bool) -> Self {
         self.rootless = rootless;
         self
+    }
+
+    /// claude-shim: makes the container's cgroup in the hybrid host's
+    /// cgroup2 hierarchy, as `add_task` would, and returns it, so the
+    /// runtime can clone the container's first process into it; None where
+    /// there is none or it cannot be made (`add_task` then reports it).
+    pub fn prepare_clone_target(&self) -> Option<PathBuf> {
+        let dir = self.unified.as_ref()?;
+        fs::create_dir_all(dir).ok()?;
+        Some(dir.clone())
     }
 
     /// Rootless: why `cgroup_path` can be neither made nor joined, if so.

@@ -116,6 +116,26 @@ impl Manager {
 
     /// Creates a unified cgroup at `self.full_path` and attaches a process to it
     fn create_unified_cgroup(&self, pid: Pid) -> Result<(), V2ManagerError> {
+        if self.make_path()? {
+            self.attach_pid(pid)?;
+        }
+        Ok(())
+    }
+
+    /// claude-shim: makes the container's cgroup as `add_task` would (the
+    /// controllers enabled on the way down) and returns it, so the runtime
+    /// can clone the container's first process into it; None where it cannot
+    /// be made (`add_task` then reports it).
+    pub fn prepare_clone_target(&self) -> Option<PathBuf> {
+        match self.make_path() {
+            Ok(true) => Some(self.full_path.clone()),
+            _ => None,
+        }
+    }
+
+    /// The directories of `create_unified_cgroup`, made; false where a
+    /// rootless caller may not make them (the process stays where it is).
+    fn make_path(&self) -> Result<bool, V2ManagerError> {
         let controllers: Vec<String> = util::get_available_controllers(&self.root_path)?
             .iter()
             .map(|c| format!("+{c}"))
@@ -147,7 +167,7 @@ impl Manager {
                             "rootless cgroup: cannot create {current_path:?}: {err}; \
                              leaving process in its parent cgroup"
                         );
-                        return Ok(());
+                        return Ok(false);
                     }
                     Err(err) => return Err(err.into()),
                 }
@@ -159,11 +179,16 @@ impl Manager {
                 Self::enable_controllers(&current_path, &controllers);
             }
         }
-
-        self.attach_pid(pid)
+        Ok(true)
     }
 
     fn attach_pid(&self, pid: Pid) -> Result<(), V2ManagerError> {
+        // claude-shim: a write to cgroup.procs waits for an RCU grace period
+        // even when the process is already there, as it is when the runtime
+        // cloned it into the cgroup (vendor/libcontainer fork.rs).
+        if pid == Pid::this() && self.holds_caller() {
+            return Ok(());
+        }
         // when we encounter an expected write error in delegated cgroups
         // we log and continue rather than error out hard
         match common::write_cgroup_file(self.full_path.join(CGROUP_PROCS), pid) {
@@ -184,6 +209,18 @@ impl Manager {
     // Writing an already-enabled controller is idempotent in cgroup v2, so we
     // simply attempt to write each one and ignore errors.
     // See https://github.com/youki-dev/youki/issues/3597#issuecomment-4749947856
+    /// Whether the calling process is in this manager's cgroup, by its
+    /// `/proc/self/cgroup` (false on any doubt: the move is then made).
+    fn holds_caller(&self) -> bool {
+        let Ok(text) = fs::read_to_string("/proc/self/cgroup") else {
+            return false;
+        };
+        text.lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .and_then(|p| self.root_path.join_safely(Path::new(p)).ok())
+            .is_some_and(|p| p == self.full_path)
+    }
+
     fn enable_controllers(path: &Path, controllers: &[String]) {
         for controller in controllers {
             if let Err(err) =

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -94,12 +94,18 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
     };
 
     let container_clone_fn = if container_args.as_sibling {
-        fork::container_clone_sibling
+        fork::container_clone_sibling_into
     } else {
-        fork::container_clone
+        fork::container_clone_into
     };
 
-    let intermediate_pid = container_clone_fn(cb).map_err(|err| {
+    // claude-shim: the intermediate is born in the container's cgroup2
+    // cgroup where one can be made (see `fork::clone_internal`); it joins
+    // the v1 hierarchies itself, without the global lock.
+    let cgroup_dir = libcgroups::common::clone_target(&container_args.cgroup_config);
+    let intermediate_pid = container_clone_fn(cb, cgroup_dir.as_ref().map(|d| d.as_fd()));
+    drop(cgroup_dir);
+    let intermediate_pid = intermediate_pid.map_err(|err| {
         tracing::error!("failed to fork intermediate process: {}", err);
         ProcessError::IntermediateProcessFailed(err)
     })?;

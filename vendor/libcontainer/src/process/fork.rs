@@ -1,4 +1,5 @@
 use std::ffi::c_int;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::num::NonZeroUsize;
 
 use libc::SIGCHLD;
@@ -34,6 +35,9 @@ pub enum CloneError {
 /// correctly.
 pub type CloneCb<'a> = Box<dyn FnMut() -> i32 + 'a>;
 
+// include/uapi/linux/sched.h; libc does not export it for every target.
+const CLONE_INTO_CGROUP: u64 = 0x200000000;
+
 // Clone a sibling process that shares the same parent as the calling
 // process. This is used to launch the container init process so the parent
 // process of the calling process can receive ownership of the process. If we
@@ -42,26 +46,61 @@ pub type CloneCb<'a> = Box<dyn FnMut() -> i32 + 'a>;
 // process 1 (system init process), which is not the right behavior of what we
 // look for.
 pub fn container_clone_sibling(cb: CloneCb) -> Result<Pid, CloneError> {
+    container_clone_sibling_into(cb, None)
+}
+
+/// claude-shim: `container_clone_sibling`, the child born in the cgroup2
+/// directory `cgroup` (see `clone_internal`).
+pub fn container_clone_sibling_into(
+    cb: CloneCb,
+    cgroup: Option<BorrowedFd>,
+) -> Result<Pid, CloneError> {
     // Note: normally, an exit signal is required, but when using
     // `CLONE_PARENT`, the `clone3` will return EINVAL if an exit signal is set.
     // The older `clone` will not return EINVAL in this case. Instead it ignores
     // the exit signal bits in the glibc wrapper. Therefore, we explicitly set
     // the exit_signal to None here, so this works for both version of clone.
-    clone_internal(cb, libc::CLONE_PARENT as u64, None)
+    clone_internal(cb, libc::CLONE_PARENT as u64, None, cgroup)
 }
 
 // Clone a child process and execute the callback.
+#[cfg(test)]
 pub fn container_clone(cb: CloneCb) -> Result<Pid, CloneError> {
-    clone_internal(cb, 0, Some(SIGCHLD as u64))
+    container_clone_into(cb, None)
+}
+
+/// claude-shim: `container_clone`, the child born in the cgroup2 directory
+/// `cgroup` (see `clone_internal`).
+pub fn container_clone_into(cb: CloneCb, cgroup: Option<BorrowedFd>) -> Result<Pid, CloneError> {
+    clone_internal(cb, 0, Some(SIGCHLD as u64), cgroup)
 }
 
 // An internal wrapper to manage the clone3 vs clone fallback logic.
+//
+// claude-shim: with `cgroup`, the child is cloned straight into that cgroup2
+// directory (`CLONE_INTO_CGROUP`). Moving a process by writing its pid to
+// `cgroup.procs` takes the kernel's global cgroup_threadgroup_rwsem for
+// writing, which waits for an RCU grace period (10-25 ms per container start
+// on the build machine, and every concurrent start queues behind it); a
+// process born in the cgroup takes no such lock. If the kernel refuses
+// (permissions, a domain that cannot take processes, no clone3), the child is
+// cloned where the caller is, and the cgroup manager moves it as before, so
+// the placement and its errors are the same either way.
 fn clone_internal(
     mut cb: CloneCb,
     flags: u64,
     exit_signal: Option<u64>,
+    cgroup: Option<BorrowedFd>,
 ) -> Result<Pid, CloneError> {
-    match clone3(&mut cb, flags, exit_signal) {
+    if let Some(fd) = cgroup {
+        match clone3(&mut cb, flags | CLONE_INTO_CGROUP, exit_signal, Some(fd)) {
+            Ok(pid) => return Ok(pid),
+            Err(err) => {
+                tracing::debug!("clone into cgroup refused ({err:?}); the cgroup manager moves the process")
+            }
+        }
+    }
+    match clone3(&mut cb, flags, exit_signal, None) {
         Ok(pid) => Ok(pid),
         // For now, we decide to only fallback on ENOSYS
         Err(CloneError::Clone(nix::Error::ENOSYS)) => {
@@ -77,7 +116,12 @@ fn clone_internal(
 // Unlike the clone call, clone3 is currently using the kernel syscall, mimicking
 // the interface of fork. There is not need to explicitly manage the memory, so
 // we can safely passing the callback closure as reference.
-fn clone3(cb: &mut CloneCb, flags: u64, exit_signal: Option<u64>) -> Result<Pid, CloneError> {
+fn clone3(
+    cb: &mut CloneCb,
+    flags: u64,
+    exit_signal: Option<u64>,
+    cgroup: Option<BorrowedFd>,
+) -> Result<Pid, CloneError> {
     #[repr(C)]
     struct clone3_args {
         flags: u64,
@@ -103,7 +147,7 @@ fn clone3(cb: &mut CloneCb, flags: u64, exit_signal: Option<u64>) -> Result<Pid,
         tls: 0,
         set_tid: 0,
         set_tid_size: 0,
-        cgroup: 0,
+        cgroup: cgroup.map_or(0, |fd| fd.as_raw_fd() as u64),
     };
     let args_ptr = &mut args as *mut clone3_args;
     let args_size = std::mem::size_of::<clone3_args>();

@@ -275,6 +275,53 @@ pub fn report_ready(words: &str) {
     let _ = writeln!(f, "{words}");
 }
 
+/// The helper's side, once it serves: gives back the pages its start-up
+/// used and its steady state does not. A helper is a fork of the whole
+/// runtime; the code and read-only data it touched to get here (and their
+/// fault-around neighbours) stay mapped, and freed heap stays resident, for
+/// as long as the sandbox runs: most of an idle helper's resident set.
+///
+/// Only this binary's load segments that are not writable are dropped: no
+/// one writes them, so MADV_DONTNEED only removes page-table entries, and
+/// what runs later is faulted back in from the page cache. The writable
+/// segment, which holds the relocated read-only data, is left alone:
+/// dropping it would lose what was written there. The program headers say
+/// which is which, so no /proc file is read.
+pub fn shed_start_up_pages() {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        _data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader hands a valid entry; the first is this program.
+        let info = unsafe { &*info };
+        let page = 4096usize;
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: dlpi_phdr holds dlpi_phnum program headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type != libc::PT_LOAD || ph.p_flags & libc::PF_W != 0 {
+                continue;
+            }
+            let from = info.dlpi_addr as usize + ph.p_vaddr as usize;
+            // Whole pages inside the segment only, so a page it shares with
+            // a writable neighbour is never touched.
+            let start = from.div_ceil(page) * page;
+            let end = (from + ph.p_memsz as usize) / page * page;
+            if end > start {
+                // SAFETY: a read-only, never-written load segment of this
+                // program: MADV_DONTNEED only drops its page-table entries.
+                unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+            }
+        }
+        1
+    }
+    // SAFETY: `each` only reads what the loader passes and stops after the
+    // first entry (the program itself).
+    unsafe { libc::dl_iterate_phdr(Some(each), std::ptr::null_mut()) };
+    // SAFETY: glibc's allocator, which takes its own locks.
+    unsafe { libc::malloc_trim(0) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,6 +135,7 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
     shared.log.write(json!({"event": "started", "pid": std::process::id(),
         "listen": [format!("127.0.0.1:{HTTP_PORT}"), format!("127.0.0.1:{SOCKS_PORT}")]}));
     process::report_ready(&format!("ok {}", std::process::id()));
+    process::shed_start_up_pages();
 
     let why = wait_for_end(&init, &sigfd);
     shared.log.write(json!({"event": "stopped", "reason": why}));

@@ -98,6 +98,7 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
     let sigfd = SignalFd::new(&mask).context("create a signalfd")?;
     log.write(json!({"event": "started", "helper": name, "pid": pid, "watch": std::process::id()}));
     process::report_ready(&format!("ok {} {name} {pid}", std::process::id()));
+    process::shed_start_up_pages();
 
     loop {
         let mut fds = [

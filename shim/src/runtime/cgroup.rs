@@ -81,6 +81,17 @@ pub fn hierarchies() -> Result<Vec<PathBuf>> {
 /// On a hybrid host, the cgroup2 mount beside the v1 hierarchies
 /// (/sys/fs/cgroup/unified); None elsewhere.
 fn hybrid_unified() -> Result<Option<PathBuf>> {
+    // Read once per process: the hierarchies are mounted at boot, and each
+    // reading parses mountinfo (create and delete asked three times each).
+    static KEPT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    if let Some(kept) = KEPT.get() {
+        return Ok(kept.clone());
+    }
+    let found = read_hybrid_unified()?;
+    Ok(KEPT.get_or_init(|| found).clone())
+}
+
+fn read_hybrid_unified() -> Result<Option<PathBuf>> {
     use libcgroups::common::{get_cgroup_setup, CgroupSetup};
     let setup = get_cgroup_setup().context("read the cgroup setup of this machine")?;
     if !matches!(setup, CgroupSetup::Hybrid) {
@@ -94,6 +105,16 @@ fn hybrid_unified() -> Result<Option<PathBuf>> {
 /// The hierarchies with controllers: each supported v1 controller's mount
 /// point, or the unified root.
 fn controller_hierarchies() -> Result<Vec<PathBuf>> {
+    // Once per process, as `hybrid_unified`.
+    static KEPT: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    if let Some(kept) = KEPT.get() {
+        return Ok(kept.clone());
+    }
+    let found = read_controller_hierarchies()?;
+    Ok(KEPT.get_or_init(|| found).clone())
+}
+
+fn read_controller_hierarchies() -> Result<Vec<PathBuf>> {
     use libcgroups::common::{get_cgroup_setup, CgroupSetup, DEFAULT_CGROUP_ROOT};
     let setup = get_cgroup_setup().context("read the cgroup setup of this machine")?;
     if matches!(setup, CgroupSetup::Unified) {

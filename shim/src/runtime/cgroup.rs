@@ -12,6 +12,7 @@
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -81,14 +82,19 @@ pub fn hierarchies() -> Result<Vec<PathBuf>> {
 /// On a hybrid host, the cgroup2 mount beside the v1 hierarchies
 /// (/sys/fs/cgroup/unified); None elsewhere.
 fn hybrid_unified() -> Result<Option<PathBuf>> {
-    // Read once per process: the hierarchies are mounted at boot, and each
-    // reading parses mountinfo (create and delete asked three times each).
-    static KEPT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    if let Some(kept) = KEPT.get() {
-        return Ok(kept.clone());
+    static KEPT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    read_once(&KEPT, read_hybrid_unified)
+}
+
+/// What `read` finds, read once per process and kept: the hierarchies are
+/// mounted at boot, and each reading parses mountinfo (create and delete
+/// asked three times each). A failed reading is not kept.
+fn read_once<T: Clone>(kept: &OnceLock<T>, read: fn() -> Result<T>) -> Result<T> {
+    if let Some(found) = kept.get() {
+        return Ok(found.clone());
     }
-    let found = read_hybrid_unified()?;
-    Ok(KEPT.get_or_init(|| found).clone())
+    let found = read()?;
+    Ok(kept.get_or_init(|| found).clone())
 }
 
 fn read_hybrid_unified() -> Result<Option<PathBuf>> {
@@ -105,13 +111,8 @@ fn read_hybrid_unified() -> Result<Option<PathBuf>> {
 /// The hierarchies with controllers: each supported v1 controller's mount
 /// point, or the unified root.
 fn controller_hierarchies() -> Result<Vec<PathBuf>> {
-    // Once per process, as `hybrid_unified`.
-    static KEPT: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    if let Some(kept) = KEPT.get() {
-        return Ok(kept.clone());
-    }
-    let found = read_controller_hierarchies()?;
-    Ok(KEPT.get_or_init(|| found).clone())
+    static KEPT: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    read_once(&KEPT, read_controller_hierarchies)
 }
 
 fn read_controller_hierarchies() -> Result<Vec<PathBuf>> {

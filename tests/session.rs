@@ -45,6 +45,17 @@ fn session(w: &World, script: &str) -> Output {
         c.env("XDG_RUNTIME_DIR", &w.root);
     }
     c.arg("--root").arg(&w.root).args(["claude", "--per-command"]);
+    // Claude Code's prefix process has SIGINT and SIGQUIT at their default.
+    // A test run started behind a non-interactive shell's `&` inherits them
+    // ignored, which bash cannot undo, and the interrupted call would hang.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     output_of(c, w.dir.path())
 }
 

@@ -390,6 +390,20 @@ pub fn create_cgroup_manager(
     create_cgroup_manager_with_root(Some(Path::new(DEFAULT_CGROUP_ROOT)), config)
 }
 
+/// claude-shim: where `cgroups` (a process's /proc/PID/cgroup) puts it in the
+/// cgroup2 hierarchy mounted at `mount`: its hierarchy-0 entry, joined below
+/// the mount without leaving it. None without such an entry.
+pub(crate) fn cgroup2_dir(
+    cgroups: &procfs::ProcessCGroups,
+    mount: &PathBuf,
+) -> Option<Result<PathBuf, JoinSafelyError>> {
+    cgroups
+        .0
+        .iter()
+        .find(|c| c.hierarchy == 0 && c.controllers.is_empty())
+        .map(|c| mount.join_safely(Path::new(&c.pathname)))
+}
+
 /// claude-shim: the container's cgroup2 directory, made as the manager's
 /// `add_task` would make it and opened, for the runtime to clone the
 /// container's first process into (`CLONE_INTO_CGROUP`): a process moved by a

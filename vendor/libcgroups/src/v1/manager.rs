@@ -116,24 +116,18 @@ impl Manager {
         // runc places a container in the hybrid host's cgroup2 hierarchy at
         // the same path as in the v1 ones (hierarchy 0 of /proc/PID/cgroup).
         let unified = match &unified_mount {
-            Some(mount) if cgroup_path.as_os_str().is_empty() => cgroups
-                .0
-                .iter()
-                .find(|c| c.hierarchy == 0 && c.controllers.is_empty())
-                .map(|c| mount.join_safely(Path::new(&c.pathname)))
-                .transpose()?,
+            Some(mount) if cgroup_path.as_os_str().is_empty() => {
+                common::cgroup2_dir(&cgroups, mount).transpose()?
+            }
             Some(mount) => Some(mount.join_safely(cgroup_path)?),
             None => None,
         };
-        let in_unified = match (&unified_mount, &unified) {
-            (Some(mount), Some(dir)) => cgroups
-                .0
-                .iter()
-                .find(|c| c.hierarchy == 0 && c.controllers.is_empty())
-                .and_then(|c| mount.join_safely(Path::new(&c.pathname)).ok())
-                .is_some_and(|current| &current == dir),
-            _ => false,
-        };
+        let in_unified = unified.is_some()
+            && unified_mount
+                .as_ref()
+                .and_then(|mount| common::cgroup2_dir(&cgroups, mount))
+                .and_then(Result::ok)
+                == unified;
 
         Ok(Manager {
             subsystems,

@@ -212,13 +212,16 @@ impl Manager {
     /// Whether the calling process is in this manager's cgroup, by its
     /// `/proc/self/cgroup` (false on any doubt: the move is then made).
     fn holds_caller(&self) -> bool {
-        let Ok(text) = fs::read_to_string("/proc/self/cgroup") else {
-            return false;
-        };
-        text.lines()
-            .find_map(|l| l.strip_prefix("0::"))
-            .and_then(|p| self.root_path.join_safely(Path::new(p)).ok())
-            .is_some_and(|p| p == self.full_path)
+        use pathrs::flags::OpenFlags;
+        use pathrs::procfs::{ProcfsBase, ProcfsHandle};
+        use procfs::FromRead;
+        let own = ProcfsHandle::new()
+            .and_then(|p| p.open(ProcfsBase::ProcSelf, "cgroup", OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC))
+            .ok()
+            .and_then(|f| procfs::ProcessCGroups::from_read(f).ok());
+        own.and_then(|cgroups| common::cgroup2_dir(&cgroups, &self.root_path))
+            .and_then(Result::ok)
+            .is_some_and(|dir| dir == self.full_path)
     }
 
     fn enable_controllers(path: &Path, controllers: &[String]) {

@@ -35,7 +35,8 @@ pub enum CloneError {
 /// correctly.
 pub type CloneCb<'a> = Box<dyn FnMut() -> i32 + 'a>;
 
-// include/uapi/linux/sched.h; libc does not export it for every target.
+// include/uapi/linux/sched.h. libc's own is a c_int that overflows (deprecated
+// since 0.2.188, to be widened), so the clone3 flag is spelled out here.
 const CLONE_INTO_CGROUP: u64 = 0x200000000;
 
 // Clone a sibling process that shares the same parent as the calling

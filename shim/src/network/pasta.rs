@@ -99,16 +99,13 @@ fn drain(r: &mut File, into: &mut Vec<u8>) {
 /// it stays right whatever happens to the state directory meanwhile (a
 /// `delete --force` after a killed create removes it).
 fn daemon_pid() -> Result<i32> {
-    let me = std::process::id();
-    let path = format!("/proc/{me}/task/{me}/children");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
-    match text.split_whitespace().collect::<Vec<_>>().as_slice() {
-        [one] => one.parse().map_err(|_| anyhow!("read {path}: {one:?} is not a pid")),
+    match process::children().as_slice() {
+        [one] => Ok(*one),
         [] => bail!("pasta left no process in the background"),
         many => bail!(
             "find pasta's process: {} children, one expected ({})",
             many.len(),
-            many.join(" ")
+            many.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(" ")
         ),
     }
 }

@@ -33,6 +33,16 @@ pub fn open_verified(pid: i32, start: u64) -> Option<OwnedFd> {
     (start_time(pid) == Some(start)).then_some(fd)
 }
 
+/// The processes whose parent is the calling thread (of a single-threaded
+/// process, all its children), from the kernel.
+pub fn children() -> Vec<i32> {
+    fs::read_to_string("/proc/thread-self/children")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
 pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };

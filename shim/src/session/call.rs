@@ -15,7 +15,7 @@
 //! every process of the call. A command that kills its server hands its
 //! processes to the spawner, which kills them (spawner.rs).
 
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::time::{Duration, Instant};
@@ -27,19 +27,11 @@ use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
 use super::wire;
+use crate::network::process::{children, pidfd_open};
 
 /// How long a command has to end after a forwarded signal before the
 /// call's processes are killed (the `sandbox` verb's grace).
 const GRACE: Duration = Duration::from_secs(2);
-
-/// The processes whose parent is this (single-threaded) process.
-pub fn children() -> Vec<i32> {
-    std::fs::read_to_string("/proc/thread-self/children")
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
 
 /// Kills every process below this one and reaps them, until none is left.
 fn kill_all() {
@@ -54,16 +46,6 @@ fn kill_all() {
             Err(_) => return,
         }
     }
-}
-
-fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_open with integer arguments; a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: just made, owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Writes one line to the call's stderr (the caller's own).

@@ -138,7 +138,7 @@ fn reap_and_sweep(servers: &mut BTreeSet<i32>) {
             }
         }
     }
-    for pid in super::call::children() {
+    for pid in crate::network::process::children() {
         if !servers.contains(&pid) {
             // Its end is reaped on the SIGCHLD it brings, with its orphans swept.
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);

@@ -305,7 +305,8 @@ pub fn shed_start_up_pages() {
     ) -> libc::c_int {
         // SAFETY: the loader hands a valid entry; the first is this program.
         let info = unsafe { &*info };
-        let page = 4096usize;
+        // SAFETY: sysconf with a constant name.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
         for i in 0..info.dlpi_phnum as usize {
             // SAFETY: dlpi_phdr holds dlpi_phnum program headers.
             let ph = unsafe { &*info.dlpi_phdr.add(i) };

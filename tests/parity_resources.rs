@@ -1,8 +1,8 @@
 //! runc parity for bundles at the edges (issue 25): `resources.unified` on
 //! cgroup v1, `exec --cgroup`, a rootfs without a /dev mount run twice, a
 //! capability name the runtime does not know, the cgroup2 hierarchy of a
-//! hybrid host, and the mode of a tmpfs over an image's directory. Each runs the same bundle under runc and claude-shim and
-//! prints what both did.
+//! hybrid host, and the mode of a tmpfs over an image's directory. Each runs
+//! the same bundle under runc and claude-shim and prints what both did.
 
 use std::fs;
 use std::path::PathBuf;

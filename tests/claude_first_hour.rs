@@ -139,6 +139,11 @@ fn claude_shim_inside_its_sandbox_says_nested() {
     let w = World::new(None);
     let mock = MockApi::start(&[]);
     let shim = shim_path();
+    // The sandbox runs the host's binary by its path: not one a sandbox
+    // replaces with its own directory (a clone under /tmp or /var/tmp).
+    if let Some(why) = hidden_in_a_sandbox(&shim) {
+        panic!("{why}");
+    }
     for inner in [
         "sandbox -- true",
         "claude -- -p hi",
@@ -149,7 +154,7 @@ fn claude_shim_inside_its_sandbox_says_nested() {
     ] {
         let mut c = w.command(&shim, &mock);
         c.arg("--root").arg(&w.root).args(["sandbox", "--", "sh", "-c"]);
-        c.arg(format!("'{}' {inner}", shim.display()));
+        c.arg(format!("{} {inner}", shell_word(&shim)));
         let out = output_of(c, w.dir.path());
         let err = text(&out.stderr);
         assert!(!out.status.success(), "{inner}: ran nested");

@@ -187,9 +187,9 @@ fn a_terminal_containers_lines_end_as_the_program_wrote_them() {
     ] {
         let inner = format!(
             "stty -onlcr; {} --root {} run --bundle {} {name}",
-            program.display(),
-            root.display(),
-            bundle.display()
+            shell_word(&program),
+            shell_word(&root),
+            shell_word(&bundle)
         );
         let mut c = std::process::Command::new("script");
         c.args(["-qec", &inner, "/dev/null"]);
@@ -226,8 +226,11 @@ fn terminal_owners(env: &Env, rt: Rt, program: &std::path::Path, root: &std::pat
         assert!(out.status.success(), "{}", text(&out.stderr));
         shown
     };
-    let (prog, root) = (program.display(), root.display());
-    let mut seen = shell(format!("{prog} --root {root} run --bundle {} {id}", bundle.display()));
+    let (prog, root) = (shell_word(program), shell_word(root));
+    let mut seen = shell(format!(
+        "{prog} --root {root} run --bundle {} {id}",
+        shell_word(&bundle)
+    ));
     let sleeper = env.bundle(&format!("ptyown-sleep-{}", rt.name()), |v| {
         set_args(v, &["sleep", "1000"])
     });

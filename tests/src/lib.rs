@@ -52,6 +52,38 @@ pub fn rootfs() -> PathBuf {
     p
 }
 
+/// Why `path` cannot be seen inside an agent sandbox, if it cannot: the
+/// sandbox has its own /tmp, /var/tmp and /run (and an empty home), so a
+/// binary there is not the host's. hack/test stages the binary and the rootfs
+/// under /var/lib, where a sandbox and the test user both reach them.
+pub fn hidden_in_a_sandbox(path: &Path) -> Option<String> {
+    ["/tmp", "/var/tmp", "/run"]
+        .iter()
+        .find(|d| path.starts_with(d))
+        .map(|d| format!("{} is under {d}, which a sandbox replaces with its own: run the tests through hack/test (it stages the binary under /var/lib) or set CLAUDE_SHIM to a copy elsewhere", path.display()))
+}
+
+/// Why the test user cannot reach `path`, if it cannot: a directory on the
+/// way that others may not enter (a 0700 home directory holding the clone).
+pub fn unreachable_by_others(path: &Path) -> Option<String> {
+    path.ancestors().skip(1).find_map(|d| {
+        let mode = fs::metadata(d).ok()?.permissions().mode();
+        (mode & 0o001 == 0).then(|| {
+            format!(
+                "{} is inside {} (mode {:o}), which claude-shim-test cannot enter: run the tests through hack/test (it stages the binary and the rootfs under /var/lib) or set CLAUDE_SHIM and CLAUDE_SHIM_ROOTFS to copies elsewhere",
+                path.display(),
+                d.display(),
+                mode & 0o7777
+            )
+        })
+    })
+}
+
+/// `s` as one word of a POSIX shell command line (a path with spaces).
+pub fn shell_word(s: impl AsRef<std::ffi::OsStr>) -> String {
+    format!("'{}'", s.as_ref().to_string_lossy().replace('\'', "'\\''"))
+}
+
 pub fn require_root() {
     assert!(
         nix::unistd::geteuid().is_root(),
@@ -66,6 +98,9 @@ pub fn command_as(user: Option<(u32, u32)>, program: &Path) -> Command {
     let Some((uid, gid)) = user else {
         return Command::new(program);
     };
+    if let Some(why) = unreachable_by_others(program) {
+        panic!("{why}");
+    }
     let mut c = Command::new("setpriv");
     c.args([
         format!("--reuid={uid}"),
@@ -124,6 +159,9 @@ impl Env {
 
     /// An environment whose commands run as an unprivileged user.
     pub fn as_user(uid: u32, gid: u32) -> Self {
+        if let Some(why) = unreachable_by_others(&rootfs()) {
+            panic!("{why}");
+        }
         let mut env = Self::new();
         fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         fs::create_dir(&env.root).unwrap();

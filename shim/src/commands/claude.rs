@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use claude_shim_bundle::policy::values::HomeMode;
 
 use crate::claude;
-use crate::commands::sandbox::{caller_has_terminal, run_policy, run_policy_as};
+use crate::commands::sandbox::{caller_has_terminal, run_policy};
 use crate::network::gateway;
 use crate::runtime::{foreground, Runtime};
 use crate::sandbox;
@@ -79,7 +79,13 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     };
     let announce =
         format!("claude-shim: to watch refused hosts while the agent runs: claude-shim{root} denials --follow {id}");
-    run_policy_as(rt, &id, Some(&announce), &policy, &inv, &mut |c| {
+    let run = sandbox::run::Run {
+        id: &id,
+        announce: Some(&announce),
+        policy: &policy,
+        inv: &inv,
+    };
+    sandbox::run::run(rt, &run, &mut |c| {
         let mut ann = c.spec.annotations().clone().unwrap_or_default();
         ann.insert(gateway::ANNOTATION.to_owned(), upstream.clone());
         ann.insert(gateway::TOOLS_ANNOTATION.to_owned(), server_tools.clone());

@@ -3,18 +3,13 @@
 //! bundle that claude-shim or runc can run).
 
 use std::os::fd::AsRawFd;
-use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use crate::commands::run::{generated_id, run_bundle, RunOptions};
+use crate::commands::run::generated_id;
 use crate::runtime::{foreground, Runtime};
 use crate::sandbox;
-use crate::sandbox::lease::Lease;
-use crate::sandbox::quarantine::Watch;
-
-/// How long a command has to exit after Ctrl-C or SIGTERM before it is killed.
-const GRACE: Duration = Duration::from_secs(2);
+use crate::sandbox::run::Run;
 
 fn is_tty(fd: i32) -> bool {
     nix::unistd::isatty(fd).unwrap_or(false)
@@ -39,106 +34,22 @@ pub fn caller_has_terminal() -> bool {
 }
 
 /// Compiles `policy` for `inv`, lets `edit` adjust the compiled spec, runs
-/// it to the end and removes everything made for it. Returns the exit code.
-/// The caller has called `foreground::defer_termination`.
+/// it to the end and removes everything made for it (`sandbox::run`).
+/// Returns the exit code. The caller has called `foreground::defer_termination`.
 pub fn run_policy(
     rt: &Runtime,
     policy: &claude_shim_bundle::Policy,
     inv: &claude_shim_bundle::Invocation,
     edit: &mut dyn FnMut(&mut claude_shim_bundle::Compiled) -> Result<()>,
 ) -> Result<i32> {
-    run_policy_as(rt, &generated_id("sandbox"), None, policy, inv, edit)
-}
-
-/// `run_policy` with the container id chosen by the caller, and a line for
-/// the user printed once the sandbox is about to start (not before an
-/// early failure, whose error is then the only line).
-pub fn run_policy_as(
-    rt: &Runtime,
-    id: &str,
-    announce: Option<&str>,
-    policy: &claude_shim_bundle::Policy,
-    inv: &claude_shim_bundle::Invocation,
-    edit: &mut dyn FnMut(&mut claude_shim_bundle::Compiled) -> Result<()>,
-) -> Result<i32> {
-    let id = id.to_owned();
-    let ours = rt.root.join(".claude-shim");
-    std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
-    let bundle = ours.join(format!("{id}.bundle"));
-    // Taken before compiling: another sandbox on this directory must not
-    // remove a placeholder this one is about to mount.
-    let mut lease = Lease::acquire(&ours, &inv.workdir)?;
-    let mut watch = None;
-    let result = (|| {
-        let mut compiled = sandbox::compile_policy(policy, inv, Some(&ours))?;
-        edit(&mut compiled)?;
-        watch = Watch::start(&inv.workdir, &compiled, policy.filesystem.after_effects, &id)?;
-        sandbox::share_skeleton(&mut compiled, &ours)?;
-        crate::timing::mark("policy compiled");
-        lease.create(&compiled.placeholders)?;
-        lease.share()?;
-        sandbox::write(&bundle, &compiled, false, true)?;
-        crate::timing::mark("bundle written");
-        if let Some(line) = announce {
-            eprintln!("{}", crate::terminal::escaped(line));
-        }
-        let opts = RunOptions {
-            id: &id,
-            bundle: &bundle,
-            pid_file: None,
-            console_socket: None,
-            preserve_fds: 0,
-            no_pivot: false,
-            detach: false,
-            // Deleted below, once its proxy log has been read.
-            keep: true,
-            stdio: None,
-        };
-        run_bundle(rt, opts, &crate::admin::apply, &mut Some, Some(GRACE))
-    })();
-    if rt.exists(&id) {
-        sandbox::denials::report(&rt.meta_dir(&id), &id);
-        crate::timing::mark("denials reported");
-        if let Err(e) = rt.delete(&id, true) {
-            tracing::warn!("{e:#}");
-        }
-        crate::timing::mark("deleted");
-    }
-    // What the run left that the host would run, before the placeholders
-    // go: they are told apart by the lease's record.
-    if let Some(w) = watch {
-        let host = sandbox::host::StdHost {
-            index_dir: Some(ours.clone()),
-        };
-        w.finish(&host, &lease.placeholders()).print();
-        crate::timing::mark("after-effects looked for");
-    }
-    lease.release();
-    crate::timing::mark("placeholders released");
-    // A run that failed before writing its bundle left nothing to remove.
-    match std::fs::remove_dir_all(&bundle) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            tracing::warn!("remove bundle {}: {e}", bundle.display())
-        }
-        _ => {}
-    }
-    crate::timing::mark("bundle removed");
-    // What earlier sandboxes (or other runs) left when they were killed; on
-    // the way out, so it costs the command's start nothing.
-    let collected = crate::commands::gc::collect(rt);
-    for r in &collected.removed {
-        tracing::debug!("gc: removed {r}");
-    }
-    for f in &collected.failed {
-        tracing::warn!("gc: {f}");
-    }
-    let code = result?;
-    // A termination signal that arrived while the sandbox was being set up
-    // ends the run as it would have ended the command.
-    match foreground::deferred_signal() {
-        Some(sig) if code == 0 => Ok(128 + sig as i32),
-        _ => Ok(code),
-    }
+    let id = generated_id("sandbox");
+    let run = Run {
+        id: &id,
+        announce: None,
+        policy,
+        inv,
+    };
+    sandbox::run::run(rt, &run, edit)
 }
 
 pub fn bundle(args: &crate::cli::BundleArgs) -> Result<i32> {

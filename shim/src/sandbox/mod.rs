@@ -13,7 +13,9 @@ pub mod lease;
 pub mod nested;
 pub mod quarantine;
 pub mod root_only;
+pub mod run;
 pub mod sockets;
+pub mod workspace;
 
 use std::path::{Path, PathBuf};
 

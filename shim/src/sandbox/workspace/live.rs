@@ -1,0 +1,65 @@
+//! The live workspace: the sandbox writes the project itself. Missing
+//! protected paths stand in as empty read-only placeholders, shared with
+//! every sandbox on the directory (`lease`), and what the run left that the
+//! host would run is moved aside at exit (`quarantine`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use claude_shim_bundle::policy::values::AfterEffects;
+use claude_shim_bundle::{Compiled, Invocation, Policy};
+
+use super::Workspace;
+use crate::sandbox::host::StdHost;
+use crate::sandbox::lease::Lease;
+use crate::sandbox::quarantine::Watch;
+
+pub struct Live {
+    lease: Lease,
+    watch: Option<Watch>,
+    workdir: PathBuf,
+    after_effects: AfterEffects,
+    id: String,
+    /// The runtime's state directory, where the `.env` search keeps its index.
+    ours: PathBuf,
+}
+
+impl Live {
+    /// Takes the directory's lease: before compiling, so that another
+    /// sandbox on it does not remove a placeholder this one is about to mount.
+    pub fn open(policy: &Policy, inv: &Invocation, ours: &Path, id: &str) -> Result<Live> {
+        Ok(Live {
+            lease: Lease::acquire(ours, &inv.workdir)?,
+            watch: None,
+            workdir: inv.workdir.clone(),
+            after_effects: policy.filesystem.after_effects,
+            id: id.to_owned(),
+            ours: ours.to_path_buf(),
+        })
+    }
+}
+
+impl Workspace for Live {
+    fn prepare(&mut self, compiled: &mut Compiled) -> Result<()> {
+        self.watch = Watch::start(&self.workdir, compiled, self.after_effects, &self.id)?;
+        self.lease.create(&compiled.placeholders)?;
+        self.lease.share()
+    }
+
+    /// What the run left that the host would run, before the placeholders
+    /// go: they are told apart by the lease's record.
+    fn settle(&mut self) {
+        if let Some(w) = self.watch.take() {
+            let host = StdHost {
+                index_dir: Some(self.ours.clone()),
+            };
+            w.finish(&host, &self.lease.placeholders()).print();
+            crate::timing::mark("after-effects looked for");
+        }
+    }
+
+    fn release(self: Box<Self>) {
+        self.lease.release();
+        crate::timing::mark("placeholders released");
+    }
+}

@@ -1,0 +1,24 @@
+//! The working directory of one sandbox run, behind one interface (the
+//! pipeline is `sandbox::run`): `live` lets the sandbox write the project
+//! itself, guarded by read-only placeholders and the quarantine at exit.
+//! A workspace is opened before the policy is compiled (compiling decides
+//! what exists), `prepare`d once the spec is compiled, `settle`d once the
+//! sandbox is gone, and `release`d last.
+
+pub mod live;
+
+use anyhow::Result;
+use claude_shim_bundle::Compiled;
+
+/// One run's working directory.
+pub trait Workspace {
+    /// After compiling, before the bundle is written: what the spec needs
+    /// and what must exist on the host for it.
+    fn prepare(&mut self, compiled: &mut Compiled) -> Result<()>;
+    /// After the sandbox is gone: what the run left, reported on stderr.
+    /// Problems are reported, never an error: the command's result stands.
+    fn settle(&mut self);
+    /// Last, also after a failed start: the hold on the working directory
+    /// given up.
+    fn release(self: Box<Self>);
+}

@@ -1,7 +1,8 @@
 //! Policy -> OCI bundle: the policy model and its validation (`policy`), the
 //! seccomp profile (`seccomp`), the compilation of a policy into an `oci_spec`
 //! runtime `Spec` for one invocation (`compile`), the bundle writer
-//! (`write`) and the names a host tool runs code from (`host_run`). This
+//! (`write`) and what a host tool runs code from (`host_run`: the list and
+//! `host_run::classify`, which asks a tree one path at a time). This
 //! crate makes no system calls; everything it must know about the machine
 //! comes through `compile::HostView`, which the binary implements.
 #![forbid(unsafe_code)]

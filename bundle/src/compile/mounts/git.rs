@@ -26,10 +26,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::gitconfig::{self, Entry};
 use super::{bind, is_forbidden, Builder, Layer, RO_BIND, RW_BIND};
 use crate::compile::input::PathKind;
 use crate::compile::output::{CompileError, Placeholder};
+use crate::host_run::gitconfig::{self, Entry};
 
 /// How many repositories one start protects at most; more is refused
 /// rather than half-protected.
@@ -139,7 +139,7 @@ impl Builder<'_, '_> {
                 self.hooks_path(&p)?;
             }
         }
-        for e in config.iter().filter(|e| is_include(e)) {
+        for e in config.iter().filter(|e| e.is_include()) {
             // Relative to the file that includes it (git-config(1)).
             if let Some(p) = e.value.as_deref().and_then(|v| self.config_path(v, Some(dir))) {
                 self.included(&p)?;
@@ -305,10 +305,6 @@ impl Builder<'_, '_> {
         let base = file.parent().unwrap_or(Path::new("/"));
         Ok(Some(self.resolve("filesystem.protected", &base.join(target))?))
     }
-}
-
-fn is_include(e: &Entry) -> bool {
-    e.key == "path" && (e.section == "include" || e.section == "includeif")
 }
 
 /// git's booleans: true, yes, on, 1 (case-insensitive).

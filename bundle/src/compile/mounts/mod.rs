@@ -15,7 +15,6 @@
 //! root may).
 
 mod git;
-mod gitconfig;
 mod home;
 mod nested;
 mod present;

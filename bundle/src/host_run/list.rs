@@ -1,18 +1,53 @@
 //! The one list of names a host tool runs code from without being asked to
-//! run the project: git's repository, the agent's settings, editor tasks,
-//! direnv and the like. A sandbox that writes one of these has planted code
-//! the host runs later (or, with an editor polling git, at once). The policy's
-//! built-in protected paths derive from it (`policy::builtin`), the compiler
-//! protects every entry it finds under the working directory at start
-//! (`compile::mounts`), and whatever is created during a run is for the
-//! quarantine at exit to find. Nothing here makes a system call.
+//! run the project (`HOST_RUN`), each with where a tool looks for it, what
+//! stands in for it when missing, its class and what runs from it.
 
-use std::path::{Path, PathBuf};
-
+use self::Class::{Agent, Editor, Repository, Shell, ToolManager};
 use self::Depth::{Any, Root};
 use self::Missing::{EmptyDir, EmptyFileInHome, Nothing};
 use self::Shape::{Dir, File, Git};
-use crate::compile::PathKind;
+
+/// Why the host runs code from a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Class {
+    /// A repository (git by its shape, a `.git` entry, Mercurial's `.hg`) or
+    /// what lies in one, and the files git reads beside it (`.gitmodules`).
+    Repository,
+    /// A file a repository's config includes, or its hooks directory.
+    GitConfigured,
+    /// A hook manager's configuration or scripts, run on `git commit`.
+    HookManager,
+    /// A tool manager's or shell hook's configuration, run on `cd`.
+    ToolManager,
+    /// A file that selects the toolchain a project's commands run.
+    Toolchain,
+    /// An agent's settings, hooks and MCP servers.
+    Agent,
+    /// An editor's tasks and settings.
+    Editor,
+    /// A shell's start-up file in a home.
+    Shell,
+    /// An environment inside the project: a virtualenv's start-up files and
+    /// executables, `node_modules/.bin`.
+    Environment,
+}
+
+impl Class {
+    /// One word for reports and `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Repository => "repository",
+            Class::GitConfigured => "git-configured",
+            Class::HookManager => "hook-manager",
+            Class::ToolManager => "tool-manager",
+            Class::Toolchain => "toolchain",
+            Class::Agent => "agent",
+            Class::Editor => "editor",
+            Class::Shell => "shell",
+            Class::Environment => "environment",
+        }
+    }
+}
 
 /// What an entry is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,16 +91,25 @@ pub struct HostRun {
     pub shape: Shape,
     pub depth: Depth,
     pub missing: Missing,
+    pub class: Class,
     /// Which tool runs what from it, for reports.
     pub runs: &'static str,
 }
 
-const fn entry(name: &'static str, shape: Shape, depth: Depth, missing: Missing, runs: &'static str) -> HostRun {
+const fn entry(
+    name: &'static str,
+    shape: Shape,
+    depth: Depth,
+    missing: Missing,
+    class: Class,
+    runs: &'static str,
+) -> HostRun {
     HostRun {
         name,
         shape,
         depth,
         missing,
+        class,
         runs,
     }
 }
@@ -83,6 +127,7 @@ pub const HOST_RUN: &[HostRun] = &[
         Git,
         Any,
         EmptyDir,
+        Repository,
         "git: its config's core.fsmonitor, hooks, aliases, filters and credential helpers",
     ),
     // Claude Code: settings.json hooks and status line, commands, agents and
@@ -92,6 +137,7 @@ pub const HOST_RUN: &[HostRun] = &[
         Dir,
         Any,
         EmptyDir,
+        Agent,
         "Claude Code: settings hooks, commands and agents",
     ),
     // Claude Code: the MCP servers it starts (commands) in that folder.
@@ -100,6 +146,7 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Any,
         Nothing,
+        Agent,
         "Claude Code: the MCP servers it starts",
     ),
     // VS Code (and forks): tasks with runOn folderOpen, terminal profiles,
@@ -109,6 +156,7 @@ pub const HOST_RUN: &[HostRun] = &[
         Dir,
         Any,
         EmptyDir,
+        Editor,
         "VS Code: tasks run on folder open, terminal and tool settings",
     ),
     // JetBrains IDEs: run configurations, startup tasks, external tools.
@@ -117,6 +165,7 @@ pub const HOST_RUN: &[HostRun] = &[
         Dir,
         Any,
         EmptyDir,
+        Editor,
         "JetBrains IDEs: run configurations and startup tasks",
     ),
     // direnv: shell code evaluated on every `cd` into the folder.
@@ -125,17 +174,19 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Any,
         Nothing,
+        ToolManager,
         "direnv: the shell code it evaluates on cd",
     ),
     // Mercurial: hooks in .hg/hgrc. No placeholder: hg takes an empty .hg
     // for a broken repository instead of looking further up.
-    entry(".hg", Dir, Any, Nothing, "Mercurial: hooks in .hg/hgrc"),
+    entry(".hg", Dir, Any, Nothing, Repository, "Mercurial: hooks in .hg/hgrc"),
     // mise: hooks (enter, cd) and env commands run as the shell enters.
     entry(
         "mise.toml",
         File,
         Any,
         Nothing,
+        ToolManager,
         "mise: hooks and env commands run on cd",
     ),
     entry(
@@ -143,6 +194,7 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Any,
         Nothing,
+        ToolManager,
         "mise: hooks and env commands run on cd",
     ),
     entry(
@@ -150,6 +202,7 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Any,
         Nothing,
+        ToolManager,
         "mise: hooks and env commands run on cd",
     ),
     entry(
@@ -157,6 +210,7 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Any,
         Nothing,
+        ToolManager,
         "mise: hooks and env commands run on cd",
     ),
     // git: the user's global config when the project is the home, or one a
@@ -166,6 +220,7 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Root,
         Nothing,
+        Repository,
         "git: global config of a home, or included by the repository's",
     ),
     // git: submodule URLs and paths it clones and checks out.
@@ -174,17 +229,26 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Root,
         Nothing,
+        Repository,
         "git: the submodules it clones and checks out",
     ),
     // Shells: start-up files, run by the next terminal when the project is
     // the home. In another project they run only if sourced, and a new one
     // is found at exit.
-    entry(".bashrc", File, Root, EmptyFileInHome, "bash: start-up file of a home"),
+    entry(
+        ".bashrc",
+        File,
+        Root,
+        EmptyFileInHome,
+        Shell,
+        "bash: start-up file of a home",
+    ),
     entry(
         ".bash_profile",
         File,
         Root,
         EmptyFileInHome,
+        Shell,
         "bash: start-up file of a home",
     ),
     entry(
@@ -192,47 +256,46 @@ pub const HOST_RUN: &[HostRun] = &[
         File,
         Root,
         EmptyFileInHome,
+        Shell,
         "bash: start-up file of a home",
     ),
-    entry(".profile", File, Root, EmptyFileInHome, "sh: start-up file of a home"),
-    entry(".zshrc", File, Root, EmptyFileInHome, "zsh: start-up file of a home"),
-    entry(".zprofile", File, Root, EmptyFileInHome, "zsh: start-up file of a home"),
-    entry(".zshenv", File, Root, EmptyFileInHome, "zsh: start-up file of a home"),
+    entry(
+        ".profile",
+        File,
+        Root,
+        EmptyFileInHome,
+        Shell,
+        "sh: start-up file of a home",
+    ),
+    entry(
+        ".zshrc",
+        File,
+        Root,
+        EmptyFileInHome,
+        Shell,
+        "zsh: start-up file of a home",
+    ),
+    entry(
+        ".zprofile",
+        File,
+        Root,
+        EmptyFileInHome,
+        Shell,
+        "zsh: start-up file of a home",
+    ),
+    entry(
+        ".zshenv",
+        File,
+        Root,
+        EmptyFileInHome,
+        Shell,
+        "zsh: start-up file of a home",
+    ),
 ];
 
 /// What git runs code from or follows inside a repository's `.git`: a new
 /// one in a repository that was there at start is for the quarantine.
 pub const GIT_INNER: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
-
-/// The host-run entries of a working directory: those of `found` (the one
-/// search, made at start and again at exit) with a host-run name, the
-/// top-level ones the search does not look for, and what `GIT_INNER` names
-/// in every repository directory found, as `kind` (lstat) sees them. Sorted.
-pub fn present(
-    workdir: &Path,
-    found: &[(PathBuf, PathKind)],
-    kind: &dyn Fn(&Path) -> Option<PathKind>,
-) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for (path, k) in found {
-        if !path.file_name().and_then(|n| n.to_str()).is_some_and(is_nested_name) {
-            continue;
-        }
-        out.push(path.clone());
-        if path.file_name().is_some_and(|n| n == ".git") && *k == PathKind::Dir {
-            out.extend(GIT_INNER.iter().map(|n| path.join(n)).filter(|p| kind(p).is_some()));
-        }
-    }
-    for h in HOST_RUN.iter().filter(|h| h.depth == Depth::Root) {
-        let p = workdir.join(h.name);
-        if kind(&p).is_some() {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
 
 /// The entry named `name`, if any.
 pub fn find(name: &str) -> Option<&'static HostRun> {
@@ -265,35 +328,5 @@ mod tests {
             }
         }
         assert!(is_nested_name(".git") && is_nested_name(".claude") && is_nested_name(".envrc"));
-    }
-
-    #[test]
-    fn present_lists_entries_the_top_level_ones_and_inside_repositories() {
-        let wd = Path::new("/p");
-        let found = vec![
-            (PathBuf::from("/p/.git"), PathKind::Dir),
-            (PathBuf::from("/p/.env"), PathKind::File),
-            (PathBuf::from("/p/sub/.claude"), PathKind::Dir),
-            (PathBuf::from("/p/sub/.git"), PathKind::File),
-        ];
-        let exists = ["/p/.git/config", "/p/.git/hooks", "/p/.bashrc", "/p/sub/.git/config"];
-        let kind = |p: &Path| exists.iter().any(|e| Path::new(e) == p).then_some(PathKind::File);
-        let got: Vec<String> = present(wd, &found, &kind)
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        // Not the .env (not host-run), not inside a `.git` file's repository.
-        assert_eq!(
-            got,
-            [
-                "/p/.bashrc",
-                "/p/.git",
-                "/p/.git/config",
-                "/p/.git/hooks",
-                "/p/sub/.claude",
-                "/p/sub/.git"
-            ]
-        );
-        assert!(!is_nested_name(".bashrc") && !is_nested_name("src"));
     }
 }

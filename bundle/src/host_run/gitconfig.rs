@@ -1,6 +1,7 @@
 //! A minimal reader of git's config syntax, for the few keys the git pass
-//! needs from a repository's own `config` (`core.hooksPath`, `core.worktree`,
-//! `extensions.worktreeConfig`, `include.path`): sections with or without a
+//! (`compile::mounts::git`) and the classifier need from a repository's own
+//! `config` (`core.hooksPath`, `core.worktree`, `extensions.worktreeConfig`,
+//! `include.path`): sections with or without a
 //! subsection, `#`/`;` comments, quoted values with git's escapes, and
 //! continuation lines. What it cannot read is skipped, never guessed: the
 //! worst a misread does is protect one path more or one less than git would
@@ -9,15 +10,24 @@
 /// One `key = value` line: section and key lowercased as git compares them,
 /// the subsection as written. A key without `=` is a boolean true (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Entry {
+pub(crate) struct Entry {
     pub section: String,
     pub subsection: Option<String>,
     pub key: String,
     pub value: Option<String>,
 }
 
+impl Entry {
+    /// `include.path` or `includeIf.<condition>.path`: a file git reads as
+    /// part of this config (every condition counts: which holds depends on
+    /// where git runs).
+    pub(crate) fn is_include(&self) -> bool {
+        self.key == "path" && (self.section == "include" || self.section == "includeif")
+    }
+}
+
 /// The entries of `text`, in order.
-pub(super) fn parse(text: &str) -> Vec<Entry> {
+pub(crate) fn parse(text: &str) -> Vec<Entry> {
     let mut out = Vec::new();
     let mut section = String::new();
     let mut subsection: Option<String> = None;
@@ -65,7 +75,7 @@ pub(super) fn parse(text: &str) -> Vec<Entry> {
 
 /// The last value of `section.key` outside any subsection (git's rule for
 /// single-valued keys: the last one wins).
-pub(super) fn last<'a>(entries: &'a [Entry], section: &str, key: &str) -> Option<&'a Entry> {
+pub(crate) fn last<'a>(entries: &'a [Entry], section: &str, key: &str) -> Option<&'a Entry> {
     entries
         .iter()
         .rev()

@@ -1,0 +1,208 @@
+//! The classifier on a fake tree: each class by its shape, not its name.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+/// A tree of files (with content), directories and links, relative paths.
+#[derive(Default)]
+struct Fake(BTreeMap<PathBuf, (PathKind, Vec<u8>)>);
+
+impl Fake {
+    fn dir(mut self, p: &str) -> Self {
+        let mut acc = PathBuf::new();
+        for c in Path::new(p).components() {
+            acc.push(c);
+            self.0.entry(acc.clone()).or_insert((PathKind::Dir, Vec::new()));
+        }
+        self
+    }
+
+    fn file(self, p: &str, content: &str) -> Self {
+        let parent = Path::new(p).parent().unwrap().to_str().unwrap().to_owned();
+        let mut s = if parent.is_empty() { self } else { self.dir(&parent) };
+        s.0.insert(p.into(), (PathKind::File, content.as_bytes().to_vec()));
+        s
+    }
+
+    fn link(mut self, p: &str, target: &str) -> Self {
+        self.0.insert(p.into(), (PathKind::Symlink(target.into()), Vec::new()));
+        self
+    }
+
+    /// A repository's shape at `dir`.
+    fn repo(self, dir: &str) -> Self {
+        self.file(&format!("{dir}/HEAD"), "ref: refs/heads/main\n")
+            .dir(&format!("{dir}/objects"))
+            .dir(&format!("{dir}/refs/heads"))
+    }
+}
+
+impl Tree for Fake {
+    fn kind(&self, rel: &Path) -> Option<PathKind> {
+        self.0.get(rel).map(|(k, _)| k.clone())
+    }
+
+    fn read(&self, rel: &Path, limit: usize) -> Option<Vec<u8>> {
+        match self.0.get(rel) {
+            Some((PathKind::File, c)) => Some(c[..c.len().min(limit)].to_vec()),
+            _ => None,
+        }
+    }
+}
+
+fn class(t: &Fake, rel: &str) -> Option<(Class, String)> {
+    classify(Path::new(rel), t).map(|v| (v.class, v.entry.display().to_string()))
+}
+
+fn is(t: &Fake, rel: &str, want: Class, entry: &str) {
+    assert_eq!(class(t, rel), Some((want, entry.to_owned())), "{rel}");
+}
+
+#[test]
+fn a_repository_by_git_s_test_whatever_its_name() {
+    let t = Fake::default()
+        .repo("vendor/x.git")
+        .repo("deep/a/b/c/d/e/f/g/h/i/j/bare")
+        .file("notrepo/HEAD", "x")
+        .dir("notrepo/objects")
+        .repo(".git/worktrees/w")
+        .file("linked/HEAD", "ref: refs/heads/x\n")
+        .file("linked/commondir", "../..\n");
+    is(&t, "vendor/x.git/config", Class::Repository, "vendor/x.git");
+    is(&t, "vendor/x.git/hooks/pre-commit", Class::Repository, "vendor/x.git");
+    is(&t, "vendor/x.git", Class::Repository, "vendor/x.git");
+    is(
+        &t,
+        "deep/a/b/c/d/e/f/g/h/i/j/bare/config",
+        Class::Repository,
+        "deep/a/b/c/d/e/f/g/h/i/j/bare",
+    );
+    // A worktree's repository: HEAD and a commondir, no objects of its own.
+    is(&t, "linked/config.worktree", Class::Repository, "linked");
+    // Missing refs/: not a repository for git.
+    assert_eq!(class(&t, "notrepo/config"), None);
+    // Anything under a `.git`, whatever is there.
+    is(&t, ".git/worktrees/w/config", Class::Repository, ".git");
+    is(&t, "a/.git", Class::Repository, "a/.git");
+    is(&t, "a/.git/anything/at/all", Class::Repository, "a/.git");
+    assert_eq!(class(&t, "vendor/x.gitx"), None);
+    assert_eq!(class(&t, "src/main.rs"), None);
+}
+
+#[test]
+fn what_the_top_repository_s_config_names() {
+    let config = "[core]\n\thooksPath = tools/hooks\n[include]\n\tpath = ../shared.gitconfig\n\
+                  [includeIf \"gitdir:~/w/\"]\n\tpath = /p/abs.inc\n[include]\n\tpath = ../../outside\n\
+                  [include]\n\tpath = ~/home.inc\n";
+    let t = Fake::default()
+        .repo(".git")
+        .file(".git/config", config)
+        // Included by the included file, which did not exist at start: it
+        // counts as soon as the file naming it does.
+        .file("shared.gitconfig", "[include]\npath = more/chained.inc\n");
+    let root = PathBuf::from("/p");
+    struct At<'a>(&'a Fake, &'a Path);
+    impl Tree for At<'_> {
+        fn kind(&self, rel: &Path) -> Option<PathKind> {
+            self.0.kind(rel)
+        }
+        fn read(&self, rel: &Path, limit: usize) -> Option<Vec<u8>> {
+            self.0.read(rel, limit)
+        }
+        fn root(&self) -> Option<&Path> {
+            Some(self.1)
+        }
+    }
+    let at = At(&t, &root);
+    let c = Classifier::new(&at);
+    let got = |rel: &str| {
+        c.classify(Path::new(rel))
+            .map(|v| (v.class, v.entry.display().to_string()))
+    };
+    for (rel, entry) in [
+        ("shared.gitconfig", "shared.gitconfig"),
+        ("more/chained.inc", "more/chained.inc"),
+        ("abs.inc", "abs.inc"),
+        ("tools/hooks", "tools/hooks"),
+        ("tools/hooks/pre-commit", "tools/hooks"),
+    ] {
+        assert_eq!(got(rel), Some((Class::GitConfigured, entry.to_owned())), "{rel}");
+    }
+    // Outside the tree or in the home: not the project's.
+    assert_eq!(got("outside"), None);
+    assert_eq!(got("home.inc"), None);
+    assert_eq!(got("tools/other.sh"), None);
+    assert_eq!(c.included().len(), 3);
+}
+
+#[test]
+fn husky_s_scripts_beside_its_hooks_and_a_gitdir_file_s_repository() {
+    let t = Fake::default()
+        .file(".git", "gitdir: repo.git\n")
+        .repo("repo.git")
+        .file("repo.git/config", "[core]\nhooksPath = .husky/_\n");
+    is(&t, ".husky/pre-commit", Class::GitConfigured, ".husky");
+    is(&t, ".husky/_/h", Class::GitConfigured, ".husky");
+    is(&t, ".git", Class::Repository, ".git");
+    is(&t, "repo.git/config", Class::Repository, "repo.git");
+}
+
+#[test]
+fn the_named_entries_at_their_depth() {
+    let t = Fake::default();
+    is(&t, "sub/.claude/settings.json", Class::Agent, "sub/.claude");
+    is(&t, "a/b/.envrc", Class::ToolManager, "a/b/.envrc");
+    is(&t, ".bashrc", Class::Shell, ".bashrc");
+    // A home's start-up file only at the top.
+    assert_eq!(class(&t, "sub/.bashrc"), None);
+}
+
+#[test]
+fn environments_inside_the_project() {
+    let t = Fake::default()
+        .file(".venv/pyvenv.cfg", "home = /usr/bin\n")
+        .dir(".venv/lib/python3.11/site-packages/pkg")
+        .link(".venv/bin/python", "/usr/bin/python3")
+        .dir("node_modules/.bin");
+    let sp = ".venv/lib/python3.11/site-packages";
+    is(&t, ".venv/pyvenv.cfg", Class::Environment, ".venv/pyvenv.cfg");
+    is(&t, ".venv/bin/python", Class::Environment, ".venv/bin/python");
+    is(
+        &t,
+        &format!("{sp}/evil.pth"),
+        Class::Environment,
+        &format!("{sp}/evil.pth"),
+    );
+    is(
+        &t,
+        &format!("{sp}/sitecustomize.py"),
+        Class::Environment,
+        &format!("{sp}/sitecustomize.py"),
+    );
+    is(
+        &t,
+        "node_modules/.bin/eslint",
+        Class::Environment,
+        "node_modules/.bin/eslint",
+    );
+    is(
+        &t,
+        "a/node_modules/.bin/x/y",
+        Class::Environment,
+        "a/node_modules/.bin/x",
+    );
+    // A package's own modules are the project's code, run when it is.
+    assert_eq!(class(&t, &format!("{sp}/pkg/__init__.py")), None);
+    assert_eq!(class(&t, "node_modules/pkg/index.js"), None);
+    // No pyvenv.cfg: not a virtualenv.
+    assert_eq!(class(&t, "env/bin/python"), None);
+}
+
+#[test]
+fn odd_paths_are_not_classified() {
+    let t = Fake::default();
+    assert_eq!(class(&t, ""), None);
+    assert_eq!(class(&t, "/abs/.git"), None);
+    assert_eq!(class(&t, "../.git"), None);
+}

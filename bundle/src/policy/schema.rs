@@ -2,7 +2,7 @@
 //! defaults an absent field takes and the effective built-in lists.
 //! `load` fills it, `validate` checks it across fields, `compile` reads it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -150,8 +150,10 @@ impl Filesystem {
             .into_iter()
             .filter(|b| !self.unprotected.iter().any(|u| u.path == b.path))
             .collect();
+        // Thousands of entries: a set of those taken, not a scan per entry.
+        let mut taken: HashSet<PathBuf> = out.iter().map(|o| o.path.clone()).collect();
         for p in &self.protected {
-            if !out.iter().any(|o| o.path == p.path) {
+            if taken.insert(p.path.clone()) {
                 out.push(p.clone());
             }
         }

@@ -77,7 +77,7 @@ impl Builder<'_, '_> {
     /// when the working directory is the home (it is the project then), nor
     /// with a rootfs (no host home shows there unless bound).
     pub(super) fn empty_home(&mut self) -> Result<(), CompileError> {
-        if self.ctx.policy.filesystem.home != HomeMode::Empty || !self.visible.iter().any(|v| v == Path::new("/")) {
+        if self.ctx.policy.filesystem.home != HomeMode::Empty || !self.visible.contains(Path::new("/")) {
             return Ok(());
         }
         let home = self.resolve("filesystem.home", &self.ctx.inv.home)?;
@@ -165,7 +165,7 @@ impl Builder<'_, '_> {
                 }
                 Some(_) => return Ok(()),
             }
-            if !self.mounts.iter().any(|(_, m)| m.destination() == &dir) {
+            if !self.mounts.has_dest(&dir) {
                 self.push(Layer::Protected, bind(&dir, RW_BIND));
             }
         }

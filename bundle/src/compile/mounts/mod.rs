@@ -20,11 +20,14 @@ mod nested;
 mod present;
 mod root_only;
 mod sockets;
+mod stack;
 
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{Mount, MountBuilder, Root, RootBuilder};
 
+use self::stack::{Layer, Stack};
 use super::ctx::Ctx;
 use super::input::PathKind;
 use super::output::{CompileError, Placeholder, SkeletonEntry};
@@ -99,17 +102,6 @@ pub(crate) struct Filesystem {
     pub host_run: Option<Vec<PathBuf>>,
 }
 
-/// The order among mounts of equal depth: a later layer goes on top.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Layer {
-    Base,
-    /// The empty home: over the host's tree, under the binds into it.
-    Home,
-    Bind,
-    Protected,
-    Hidden,
-}
-
 fn mount(dest: &Path, typ: &str, source: &Path, options: &[&str]) -> Mount {
     MountBuilder::default()
         .destination(dest)
@@ -146,11 +138,11 @@ fn is_forbidden(path: &Path) -> bool {
 
 struct Builder<'c, 'a> {
     ctx: &'c Ctx<'a>,
-    mounts: Vec<(Layer, Mount)>,
+    mounts: Stack,
     skeleton: Vec<SkeletonEntry>,
     placeholders: Vec<Placeholder>,
     /// Host trees visible inside (host root: `/`; rootfs: the binds).
-    visible: Vec<PathBuf>,
+    visible: BTreeSet<PathBuf>,
     /// The start's one search of the working directory, once made.
     found: Option<Vec<(PathBuf, PathKind)>>,
     /// Repositories the git pass has protected.
@@ -165,7 +157,7 @@ struct Builder<'c, 'a> {
 
 impl Builder<'_, '_> {
     fn push(&mut self, layer: Layer, m: Mount) {
-        self.mounts.push((layer, m));
+        self.mounts.push(layer, m);
     }
 
     /// Whether the sandbox could write the host's `p` with the mounts so
@@ -176,31 +168,35 @@ impl Builder<'_, '_> {
         if !self.is_visible(p) {
             return false;
         }
-        let mut top: Option<((usize, Layer), bool)> = None;
-        for (layer, m) in &self.mounts {
-            if !p.starts_with(m.destination()) {
-                continue;
-            }
-            let key = (depth(m.destination()), *layer);
-            if top.is_none_or(|(k, _)| k <= key) {
-                let ro = m.options().iter().flatten().any(|o| o == "ro");
-                top = Some((key, !ro));
-            }
-        }
-        top.is_some_and(|(_, rw)| rw)
+        // The deepest, then latest layer, then latest pushed.
+        self.mounts
+            .over(p)
+            .max_by_key(|(i, (layer, m))| (depth(m.destination()), *layer, *i))
+            .is_some_and(|(_, (_, m))| !m.options().iter().flatten().any(|o| o == "ro"))
     }
 
     fn is_visible(&self, p: &Path) -> bool {
         if PSEUDO.iter().chain(PRIVATE_TMPFS).any(|x| p.starts_with(x)) {
             // Only what the sandbox itself binds there is visible.
-            return self.visible.iter().any(|v| v != Path::new("/") && p.starts_with(v));
+            return p.ancestors().any(|a| a != Path::new("/") && self.visible.contains(a));
         }
-        let deepest = |list: &[PathBuf]| list.iter().filter(|v| p.starts_with(v)).map(|v| depth(v)).max();
-        match (deepest(&self.visible), deepest(&self.covered)) {
+        let deepest_visible = p.ancestors().find(|a| self.visible.contains(*a)).map(depth);
+        let deepest_covered = self.covered.iter().filter(|v| p.starts_with(v)).map(|v| depth(v)).max();
+        match (deepest_visible, deepest_covered) {
             // At equal depth the bind goes on top (a later layer).
             (Some(v), Some(c)) => v >= c,
             (v, _) => v.is_some(),
         }
+    }
+
+    /// Whether a host tree other than `/` shows at `p` or below it. The
+    /// set is ordered by components, so the paths under `p` follow `p`.
+    fn visible_below(&self, p: &Path) -> bool {
+        use std::ops::Bound;
+        self.visible
+            .range::<Path, _>((Bound::Included(p), Bound::Unbounded))
+            .find(|v| v.as_path() != Path::new("/"))
+            .is_some_and(|v| v.starts_with(p))
     }
 
     fn host_layout(&mut self) -> Result<(), CompileError> {
@@ -348,7 +344,7 @@ impl Builder<'_, '_> {
                     None if b.optional => continue,
                     None => return Err(missing(self.ctx, field, &path)),
                 }
-                self.visible.push(path.clone());
+                self.visible.insert(path.clone());
                 self.push(Layer::Bind, bind(&path, options));
             }
         }
@@ -396,7 +392,7 @@ impl Builder<'_, '_> {
             Access::Rw => RW_BIND,
             Access::Ro => RO_BIND,
         };
-        self.visible.push(wd.clone());
+        self.visible.insert(wd.clone());
         self.push(Layer::Bind, bind(&wd, options));
         Ok(())
     }
@@ -518,10 +514,10 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     };
     let mut b = Builder {
         ctx,
-        mounts: Vec::new(),
+        mounts: Stack::default(),
         skeleton: Vec::new(),
         placeholders: Vec::new(),
-        visible: Vec::new(),
+        visible: BTreeSet::new(),
         found: None,
         git_dirs: Vec::new(),
         covered: Vec::new(),
@@ -529,7 +525,7 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     };
     let root = match &rootfs {
         None => {
-            b.visible.push(PathBuf::from("/"));
+            b.visible.insert(PathBuf::from("/"));
             b.host_layout()?;
             RootBuilder::default().path("rootfs").readonly(true).build()
         }
@@ -562,20 +558,17 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     b.sockets()?;
     b.root_only()?;
 
-    let mut mounts = b.mounts;
+    let mut mounts = b.mounts.into_vec();
     // Parents first; among equals, later layers on top. The sort is stable,
     // so the order of the passes decides the rest.
     mounts.sort_by_key(|(layer, m)| (depth(m.destination()), *layer));
-    let mut seen: Vec<(PathBuf, Layer)> = Vec::new();
+    let mut seen: HashSet<(PathBuf, Layer)> = HashSet::new();
     let mut out = Vec::new();
     for (layer, m) in mounts {
         // One mount per destination and layer (a path both masked and hidden).
-        let key = (m.destination().clone(), layer);
-        if seen.contains(&key) {
-            continue;
+        if seen.insert((m.destination().clone(), layer)) {
+            out.push(m);
         }
-        seen.push(key);
-        out.push(m);
     }
     Ok(Filesystem {
         root,

@@ -10,7 +10,8 @@
 //! during the run (a new nested repository, or a folder renamed with its
 //! entries and made again), is for the quarantine at exit.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 use super::{bind, is_forbidden, search_names, Builder, Layer, ENV_FILE_DEPTH, ENV_FILE_LIMIT, RO_BIND};
 use crate::compile::input::PathKind;
@@ -54,8 +55,15 @@ impl Builder<'_, '_> {
     /// The host-run entries below the working directory's own (those in it
     /// are `protected` and `root_git`'s), for every name still protected.
     pub(super) fn nested(&mut self) -> Result<(), CompileError> {
-        let protected = self.ctx.policy.filesystem.protected_paths();
-        let wanted = |name: &str| protected.iter().any(|p| p.path.as_os_str() == name);
+        let protected: HashSet<PathBuf> = self
+            .ctx
+            .policy
+            .filesystem
+            .protected_paths()
+            .into_iter()
+            .map(|p| p.path)
+            .collect();
+        let wanted = |name: &str| protected.contains(Path::new(name));
         if !host_run::HOST_RUN
             .iter()
             .any(|h| h.depth == Depth::Any && wanted(h.name))

@@ -7,7 +7,7 @@
 //! the kernel's root-only files in /proc and /sys become masked paths, which
 //! the runtime applies once /proc and /sys are mounted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Capability;
@@ -84,13 +84,13 @@ impl Builder<'_, '_> {
         if !self.is_visible(p) || p.starts_with(&self.ctx.inv.workdir) {
             return true;
         }
-        if self.visible.iter().any(|v| v != Path::new("/") && v.starts_with(p)) {
+        if self.visible_below(p) {
             return true;
         }
         // Inside a directory already covered by a tmpfs: no mount point there.
         self.mounts
-            .iter()
-            .any(|(_, m)| m.typ().as_deref() == Some("tmpfs") && p != m.destination() && p.starts_with(m.destination()))
+            .over(p)
+            .any(|(_, (_, m))| m.typ().as_deref() == Some("tmpfs") && p != m.destination())
     }
 
     /// Whether the sandbox's process could get at `path` by the host's
@@ -139,14 +139,13 @@ impl Builder<'_, '_> {
             m.source().as_deref() == Some(Path::new("/dev/null"))
                 || (m.typ().as_deref() == Some("tmpfs") && m.options().iter().flatten().any(|o| o == "ro"))
         };
-        let dropped: Vec<PathBuf> = self
+        let dropped: HashSet<PathBuf> = self
             .mounts
             .iter()
             .filter(|(layer, m)| *layer != Layer::Base && masks(m) && !self.reaches(m.destination(), true))
             .map(|(_, m)| m.destination().clone())
             .collect();
-        self.mounts
-            .retain(|(layer, m)| *layer == Layer::Base || !dropped.contains(m.destination()));
+        self.mounts.drop_at(&dropped, Layer::Base);
     }
 
     /// Covers the root-only entries of `ROOT_ONLY_TREES` and masks the
@@ -169,7 +168,7 @@ impl Builder<'_, '_> {
         for (tree, depth) in ROOT_ONLY_TREES {
             let tree = resolve(self.ctx.host, Path::new(tree)).map_err(|e| scan_error(Path::new(tree), e))?;
             // Nothing of it shows (a rootfs that binds none of it).
-            if !self.visible.iter().any(|v| v.starts_with(&tree) || tree.starts_with(v)) {
+            if !self.visible_below(&tree) && !tree.ancestors().any(|a| self.visible.contains(a)) {
                 continue;
             }
             let found = match self.ctx.host.root_only(&tree, *depth, MAX_ENTRIES, &|_| false) {

@@ -93,9 +93,7 @@ impl Builder<'_, '_> {
     /// path. Nothing of the host shows outside every mount (a rootfs).
     pub(super) fn shows_host(&self, p: &Path) -> bool {
         self.mounts
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, m))| p.starts_with(m.destination()))
+            .over(p)
             .max_by_key(|(i, (layer, m))| (depth(m.destination()), *layer, *i))
             .is_some_and(|(_, (_, m))| {
                 m.typ().as_deref() == Some("bind") && m.source().as_deref() == Some(m.destination().as_path())

@@ -168,6 +168,53 @@ fn protected_paths_are_read_only_and_missing_ones_get_placeholders() {
 }
 
 #[test]
+fn twenty_thousand_protected_paths_each_get_their_one_read_only_mount() {
+    // Lists this long are what the compile must take in linear time (issue
+    // 36); the timing is hack/bench's row, this checks what comes out.
+    let mut host = FakeHost::typical();
+    let mut listed = Vec::new();
+    for d in 0..200 {
+        host = host.dir(&format!("/home/u/proj/p/d{d:03}"));
+        for f in 0..100 {
+            let rel = format!("p/d{d:03}/f{f:03}");
+            // Every other one is there; the rest get stand-ins.
+            if f % 2 == 0 {
+                host = host.file(&format!("/home/u/proj/{rel}"));
+            }
+            listed.push(rel);
+        }
+    }
+    // Listed twice, mounted once.
+    listed.push("p/d000/f000".into());
+    let quoted: Vec<String> = listed.iter().map(|p| format!("{p:?}")).collect();
+    let p = policy(&format!("[filesystem]\nprotected = [{}]", quoted.join(", ")));
+    let c = run(&p, &host, &inv());
+    let mut at: BTreeMap<&Path, Vec<&Mount>> = BTreeMap::new();
+    for m in c.spec.mounts().iter().flatten() {
+        at.entry(m.destination().as_path()).or_default().push(m);
+    }
+    let placeholders: std::collections::HashSet<&Path> = c.placeholders.iter().map(|p| p.path.as_path()).collect();
+    for (i, rel) in listed.iter().take(20_000).enumerate() {
+        let path = Path::new("/home/u/proj").join(rel);
+        let mounts = at.get(path.as_path()).map(Vec::as_slice).unwrap_or_default();
+        assert_eq!(mounts.len(), 1, "{rel}: {mounts:?}");
+        assert!(opts(mounts[0]).contains(&"ro"), "{rel}");
+        assert_eq!(
+            placeholders.contains(path.as_path()),
+            i % 2 == 1,
+            "{rel}: a stand-in exactly where nothing is"
+        );
+    }
+    assert_eq!(
+        c.placeholders
+            .iter()
+            .filter(|p| p.path.starts_with("/home/u/proj/p"))
+            .count(),
+        10_000
+    );
+}
+
+#[test]
 fn secrets_are_hidden_and_env_files_read_empty() {
     // The empty home shows no secret of the home: nothing to hide there.
     let c = agent();

@@ -184,6 +184,9 @@ pub fn run(s: Settings) -> Result<i32> {
     if wants("start20") {
         planner.start20();
     }
+    if wants("policy_compile") {
+        planner.policy_compile();
+    }
     if wants("claude") {
         planner.claude();
     }

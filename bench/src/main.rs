@@ -21,6 +21,7 @@ mod metrics;
 mod net;
 mod parse;
 mod plan;
+mod policy_compile;
 mod probe;
 mod proc;
 mod report;
@@ -46,7 +47,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "claude-shim-bench",
     about = "Compare claude-shim with runc, crun, runsc (gVisor), bwrap and the bare host on this machine",
-    after_help = "Metric groups: cold_start, cold_start_net, syscall, workload, throughput, memory, start20, claude, containment.\n\
+    after_help = "Metric groups: cold_start, cold_start_net, syscall, workload, throughput, memory, start20, policy_compile, claude, containment.\n\
                   Runtimes: host, bwrap, srt, codex, runc, crun, runsc, claude-shim, sandbox."
 )]
 struct Cli {

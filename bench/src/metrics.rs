@@ -15,6 +15,7 @@ pub const GROUPS: &[&str] = &[
     "throughput",
     "memory",
     "start20",
+    "policy_compile",
     "claude",
     "containment",
 ];
@@ -119,6 +120,22 @@ pub(crate) fn metric_defs(s: &Settings, bytes: u64) -> Vec<MetricDef> {
         "ms",
         Better::Lower,
         "User + system CPU time of the 20 commands and the processes they waited for, together.",
+    ));
+    v.push(d(
+        "policy_compile",
+        "Compile of a policy with 20,000 protected paths",
+        "ms",
+        Better::Lower,
+        "Wall time of `claude-shim bundle --policy P --workdir W` (compile and write the bundle), where P lists \
+              20,000 paths under `filesystem.protected` and W holds every other one of them (each bound read-only; \
+              the missing ones get stand-ins), in 200 directories.",
+    ));
+    v.push(d(
+        "policy_compile_cpu",
+        "CPU time of the compile of a policy with 20,000 protected paths",
+        "ms",
+        Better::Lower,
+        "User + system CPU time of that command.",
     ));
     v.push(d(claude::METRIC, "One Bash tool call of Claude Code", "ms/call", Better::Lower,
              "The real `claude -p` against the harness's mock of the Messages API (loopback), which answers with Bash \

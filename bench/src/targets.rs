@@ -156,6 +156,17 @@ pub fn targets(rows: &[Row], workloads: &[&str], syscalls: &[&str]) -> Vec<Targe
         crun20,
         1.0,
     ));
+    out.push(target(
+        rows,
+        format!(
+            "a policy with {} protected paths compiles in under 1 s",
+            crate::policy_compile::PROTECTED
+        ),
+        "ms",
+        figure(rows, "policy_compile", Kind::Sandbox, None),
+        Ok((1000.0, "1 s".into())),
+        1.0,
+    ));
     out
 }
 

@@ -21,7 +21,7 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use claude_shim_mock_api::MockApi;
@@ -134,7 +134,7 @@ fn session(mode: Mode, claude: &Path, rt: &Runtime, home: &Path, proj: &Path, ur
         .env("DISABLE_AUTOUPDATER", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .current_dir(proj)
-        .stdin(Stdio::null());
+        .stdin(crate::proc::empty_stdin()?);
     Ok(c)
 }
 

@@ -152,7 +152,10 @@ pub(crate) fn detect(
             "runsc is not installed (apt-get install runsc)",
         );
         r.note = Some(format!(
-            "platform {p} (runsc's default here: {})",
+            "platform {p} (runsc's default here: {}); runsc's `create` and `run` chown the stdin, stdout and \
+             stderr they are given to nobody:nogroup (Debian's 0.0~20221219 build; `start`, `delete` and \
+             `--version` do not), so every runtime gets pipes and files of the bench's own, never the host's \
+             /dev/null or terminal",
             default_platform.as_deref().unwrap_or("unknown")
         ));
         r.platform = Some(p);

@@ -216,12 +216,12 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Starts `cmd` with stdin closed, output to files, in its own process group,
+    /// Starts `cmd` with an empty stdin, output to files, in its own process group,
     /// killed after `timeout`. The clock starts just before the fork.
     pub fn spawn(&self, mut cmd: Command, hooks: &Hooks, timeout: Duration) -> Result<Running> {
         let what = format!("{:?}", cmd.get_program()).trim_matches('"').to_owned();
         let (out, err, fo, fe) = self.scratch.pair()?;
-        cmd.stdin(Stdio::null()).stdout(fo).stderr(fe).process_group(0);
+        cmd.stdin(empty_stdin()?).stdout(fo).stderr(fe).process_group(0);
         let netns = hooks.netns.as_ref().map(|f| f.as_raw_fd());
         let fd3 = hooks.fd3.as_ref().map(|f| f.as_raw_fd());
         let hide = hooks.hide_cgroup2;
@@ -294,9 +294,19 @@ pub fn command_line(cmd: &Command) -> String {
     parts.join(" ")
 }
 
+/// A child's stdin: an empty pipe of the bench's own, whose reads end at
+/// once as from /dev/null. Never the host's /dev/null: Debian's runsc
+/// (0.0~20221219) chowns the stdin, stdout and stderr its `create` and `run`
+/// are given to nobody:nogroup, and the host's /dev/null stayed so.
+pub fn empty_stdin() -> Result<Stdio> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("make a pipe for a child's stdin")?;
+    drop(write);
+    Ok(Stdio::from(read))
+}
+
 /// The output of a quick command, for versions and detection: None if it cannot run.
 pub fn capture(prog: &Path, args: &[&str]) -> Option<(bool, String)> {
-    let out = Command::new(prog).args(args).stdin(Stdio::null()).output().ok()?;
+    let out = Command::new(prog).args(args).stdin(empty_stdin().ok()?).output().ok()?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     Some((out.status.success(), text))

@@ -332,11 +332,10 @@ impl Runtime {
                 });
             }
         }
-        let _ = c
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
+        // Output through pipes (dropped): a runtime's stdio is never the host's /dev/null.
+        if let Ok(stdin) = crate::proc::empty_stdin() {
+            let _ = c.stdin(stdin).output();
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -26,6 +26,33 @@ fn claude_shim() -> PathBuf {
     p
 }
 
+/// The host's nodes a peer could be handed as stdio.
+const HOST_NODES: &[&str] = &["/dev/null", "/dev/tty"];
+
+/// Each path's owner, group and mode, as `stat -c '%u:%g %a'` shows them.
+fn owners_and_modes(paths: &[&str]) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    paths
+        .iter()
+        .map(|p| {
+            let m = fs::metadata(p).unwrap();
+            format!("{p} {}:{} {:o}", m.uid(), m.gid(), m.mode() & 0o7777)
+        })
+        .collect()
+}
+
+/// The host-nodes check sees what runsc does to a file (not vacuous).
+#[test]
+fn the_host_nodes_check_sees_a_chown() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stdin");
+    fs::write(&file, "").unwrap();
+    let path = file.to_str().unwrap();
+    let before = owners_and_modes(&[path]);
+    std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+    assert_ne!(owners_and_modes(&[path]), before);
+}
+
 #[test]
 fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
     assert!(
@@ -33,8 +60,11 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
         "the benchmark smoke test runs as root (hack/test does)"
     );
     let results = tempfile::tempdir().unwrap();
+    let host_nodes = owners_and_modes(HOST_NODES);
     let out = Command::new(env!("CARGO_BIN_EXE_claude-shim-bench"))
         .current_dir(workspace())
+        // An empty pipe, closed at once: not the host's /dev/null.
+        .stdin(Stdio::piped())
         .args(["--quick", "--rounds", "1", "--seed", "7", "--results"])
         .arg(results.path())
         .arg("--work")
@@ -44,6 +74,14 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // Debian's runsc chowns the stdio its `create` and `run` are given to
+    // nobody:nogroup: the bench gives peers pipes and files of its own, and
+    // the host's device nodes are as they were.
+    assert_eq!(
+        owners_and_modes(HOST_NODES),
+        host_nodes,
+        "the bench changed the host's device nodes (restore with chown root:root /dev/null; chmod 666 /dev/null)"
+    );
     assert!(out.status.success(), "claude-shim-bench failed: {stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
 

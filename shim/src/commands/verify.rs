@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{anyhow, Context, Result};
 
@@ -74,15 +74,13 @@ fn under_runtime(runtime: &Path, bundle: &Path, dir: &Path) -> Result<ProbeRun> 
         .args(["run", "--bundle"])
         .arg(bundle)
         .arg(&id)
-        .stdin(Stdio::null())
+        .stdin(crate::commands::verify_peers::empty_stdin()?)
         .output()
         .with_context(|| format!("run runtime {}", runtime.display()))?;
     // Whatever happened, leave nothing of the peer's container.
-    let _ = Command::new(runtime)
-        .arg("--root")
-        .arg(&root)
-        .args(["delete", "--force", &id])
-        .output();
+    let mut delete = Command::new(runtime);
+    delete.arg("--root").arg(&root).args(["delete", "--force", &id]);
+    crate::commands::verify_peers::quietly(delete);
     Ok(ProbeRun {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

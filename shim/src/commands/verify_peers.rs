@@ -88,15 +88,28 @@ pub fn run(peer: &Peer, exp: &Expectations, exe: &Path, dir: &Path, cwd: &Path, 
         _ => bail!("use peer {:?}: give either argv, or runtime and bundle", peer.name),
     };
     let result = capture(cmd, &work, &peer.name);
-    if let Some(mut d) = cleanup {
+    if let Some(d) = cleanup {
         // Whatever happened, leave nothing of the peer's container.
-        let _ = d
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        quietly(d);
     }
     result
+}
+
+/// A peer's stdin when it gets no terminal: an empty pipe of verify's own,
+/// whose reads end at once as from /dev/null. Never the host's /dev/null:
+/// Debian's runsc (0.0~20221219) chowns the stdin, stdout and stderr its
+/// `create` and `run` are given to nobody:nogroup.
+pub fn empty_stdin() -> Result<Stdio> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).context("make a pipe for a peer's stdin")?;
+    drop(write);
+    Ok(Stdio::from(read))
+}
+
+/// Runs a peer's clean-up verb, its output read and dropped.
+pub fn quietly(mut cmd: Command) {
+    if let Ok(stdin) = empty_stdin() {
+        let _ = cmd.stdin(stdin).output();
+    }
 }
 
 /// The peer's own bundle, copied with the probe bound in and as its process;
@@ -117,15 +130,21 @@ fn peer_bundle(src: &Path, dest: &Path, exe: &Path, exp: &Expectations) -> Resul
     spec.save(&out).map_err(|e| anyhow!("write {}: {e}", out.display()))
 }
 
-/// Runs `cmd` with this process's stdin (a terminal, when the caller gave
-/// one, so that TIOCSTI is tried on it) and its output in files.
+/// Runs `cmd` with this process's stdin when it is a terminal (so that
+/// TIOCSTI is tried on it; hack/bench gives one of its own, as runsc chowns
+/// it), else an empty pipe, and its output in files.
 fn capture(mut cmd: Command, dir: &Path, name: &str) -> Result<ProbeRun> {
     let out_path = dir.join("probe.out");
     let err_path = dir.join("probe.err");
     let out = File::create(&out_path).with_context(|| format!("create {}", out_path.display()))?;
     let err = File::create(&err_path).with_context(|| format!("create {}", err_path.display()))?;
+    let stdin = if nix::unistd::isatty(0).unwrap_or(false) {
+        Stdio::inherit()
+    } else {
+        empty_stdin()?
+    };
     let mut child = cmd
-        .stdin(Stdio::inherit())
+        .stdin(stdin)
         .stdout(out)
         .stderr(err)
         .spawn()

@@ -5,7 +5,6 @@
 //! answers to each call), and checks, from inside, that what was asked for is
 //! in force. bubblewrap's lesson: check what you applied.
 
-use std::collections::HashMap;
 use std::os::fd::RawFd;
 
 use libcontainer::oci_spec::runtime::{LinuxSeccomp, Spec};
@@ -129,9 +128,36 @@ fn lower_first(s: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The spec's RLIMIT_NOFILE, set here, last, as runc sets limits once its
+/// init is ready to exec: the intermediate only raised it (vendor/libcontainer),
+/// as the init's own work opens descriptors (issue 37: pathrs panicked under
+/// 20). Lowering a limit needs no privilege.
+fn set_nofile(spec: &Spec) -> Result<(), ExecutorError> {
+    use libcontainer::oci_spec::runtime::PosixRlimitType;
+    let Some(limit) = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.rlimits().as_ref())
+        .and_then(|r| r.iter().find(|l| l.typ() == PosixRlimitType::RlimitNofile))
+    else {
+        return Ok(());
+    };
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, limit.soft(), limit.hard()).map_err(
+        |e| {
+            fail(format!(
+                "set RLIMIT_NOFILE to {} (soft) and {} (hard): {}",
+                limit.soft(),
+                limit.hard(),
+                lower_first(e.desc())
+            ))
+        },
+    )
+}
+
 impl Executor for ShimExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         crate::timing::mark("init: ready to exec");
+        set_nofile(spec)?;
         if let Some(seccomp) = &self.tenant_seccomp {
             self.load_filter(seccomp, "the container's seccomp profile")?;
         }
@@ -182,7 +208,7 @@ impl Executor for ShimExecutor {
         }
     }
 
-    fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+    fn setup_envs(&self, envs: libcontainer::workload::Envs) -> Result<(), ExecutorSetEnvsError> {
         libcontainer::workload::default::get_executor().setup_envs(envs)
     }
 }

@@ -140,6 +140,16 @@ pub fn drop_privileges<S: Syscall + ?Sized>(
     tracing::debug!("dropping bounding capabilities to {:?}", bounding);
     syscall.set_capability(CapSet::Bounding, &to_set(bounding))?;
 
+    // claude-shim: the inheritable set first, while the permitted set is
+    // whole and CAP_SETPCAP effective. runc sets the three sets in one
+    // capset(2), where the kernel checks the new inheritable set against the
+    // old permitted one; set after the permitted set shrank, an inheritable
+    // capability outside the new permitted set failed with EPERM (issue 37).
+    if let Some(inheritable) = cs.inheritable() {
+        tracing::debug!("dropping inheritable capabilities to {:?}", inheritable);
+        syscall.set_capability(CapSet::Inheritable, &to_set(inheritable))?;
+    }
+
     if let Some(effective) = cs.effective() {
         tracing::debug!("dropping effective capabilities to {:?}", effective);
         syscall.set_capability(CapSet::Effective, &to_set(effective))?;
@@ -148,11 +158,6 @@ pub fn drop_privileges<S: Syscall + ?Sized>(
     if let Some(permitted) = cs.permitted() {
         tracing::debug!("dropping permitted capabilities to {:?}", permitted);
         syscall.set_capability(CapSet::Permitted, &to_set(permitted))?;
-    }
-
-    if let Some(inheritable) = cs.inheritable() {
-        tracing::debug!("dropping inheritable capabilities to {:?}", inheritable);
-        syscall.set_capability(CapSet::Inheritable, &to_set(inheritable))?;
     }
 
     if let Some(ambient) = cs.ambient() {
@@ -574,9 +579,9 @@ mod tests {
                     .unwrap(),
                 want: vec![
                     (CapSet::Bounding, cps.clone()),
+                    (CapSet::Inheritable, cps.clone()),
                     (CapSet::Effective, cps.clone()),
                     (CapSet::Permitted, cps.clone()),
-                    (CapSet::Inheritable, cps.clone()),
                     (CapSet::Ambient, cps.clone()),
                 ],
             },
@@ -590,9 +595,9 @@ mod tests {
                     .unwrap(),
                 want: vec![
                     (CapSet::Bounding, cps.clone()),
+                    (CapSet::Inheritable, cps.clone()),
                     (CapSet::Effective, cps.clone()),
                     (CapSet::Permitted, cps.clone()),
-                    (CapSet::Inheritable, cps.clone()),
                     (CapSet::Ambient, cps.clone()),
                 ],
             },
@@ -608,9 +613,9 @@ mod tests {
                     .unwrap(),
                 want: vec![
                     (CapSet::Bounding, cps.clone()),
+                    (CapSet::Inheritable, cps.clone()),
                     (CapSet::Effective, cps.clone()),
                     (CapSet::Permitted, cps.clone()),
-                    (CapSet::Inheritable, cps.clone()),
                     (CapSet::Ambient, cps.clone()),
                 ],
             },

@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::io::{ErrorKind, Write};
 use std::os::unix::prelude::CommandExt;
 use std::path::Path;
@@ -39,7 +38,7 @@ pub fn run_hooks(
     // TODO: Remove the following parameters. To comply with the OCI State, hooks should only depend on structures defined in oci-spec-rs. Cleaning these up ensures proper functional isolation.
     cwd: Option<&Path>,
     pid: Option<Pid>,
-    default_env: Option<&HashMap<String, String>>,
+    default_env: Option<&crate::workload::Envs>,
 ) -> Result<()> {
     let base_state = state.ok_or(HookError::MissingContainerState)?;
 
@@ -76,12 +75,12 @@ pub fn run_hooks(
                 hook_command.arg0(hook.path().display().to_string())
             };
 
-            let envs: HashMap<String, String> = if let Some(env) = hook.env() {
+            let envs: crate::workload::Envs = if let Some(env) = hook.env() {
                 utils::parse_env(env)
             } else if let Some(default) = default_env {
                 default.clone()
             } else {
-                HashMap::new()
+                crate::workload::Envs::new()
             };
             tracing::debug!("run_hooks envs: {:?}", envs);
 
@@ -352,7 +351,7 @@ mod test {
                 ])
                 .build()?;
             let hooks = Some(vec![hook]);
-            let mut default_env = HashMap::new();
+            let mut default_env = crate::workload::Envs::new();
             default_env.insert("TEST_ENV".to_string(), "default_value".to_string());
             run_hooks(
                 hooks.as_ref(),
@@ -377,7 +376,7 @@ mod test {
                 .env(vec![String::from("TEST_ENV=explicit_value")])
                 .build()?;
             let hooks = Some(vec![hook]);
-            let mut default_env = HashMap::new();
+            let mut default_env = crate::workload::Envs::new();
             default_env.insert("TEST_ENV".to_string(), "default_value".to_string());
             run_hooks(
                 hooks.as_ref(),

@@ -1,6 +1,5 @@
 //! Utility functionality
 
-use std::collections::HashMap;
 use std::fs::{self, DirBuilder, File};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::linux::fs::MetadataExt;
@@ -121,7 +120,10 @@ impl PathBufExt for Path {
     }
 }
 
-pub fn parse_env(envs: &[String]) -> HashMap<String, String> {
+/// `KEY=VALUE` entries in their order (claude-shim: a hash map lost it, issue
+/// 37); a key given twice keeps its first place and takes its last value, as
+/// runc's os.Setenv does.
+pub fn parse_env(envs: &[String]) -> crate::workload::Envs {
     envs.iter()
         .filter_map(|e| {
             let mut split = e.split('=');
@@ -478,6 +480,14 @@ mod tests {
         );
         assert_eq!(env_output.get_key_value(&key), Some((&key, &value)));
 
+        // The spec's order, a repeated key in its first place with its last value.
+        let env_input: Vec<String> = ["Z=1", "A=2", "M=3", "A=4", "B=x=y"].map(String::from).into();
+        let env_output: Vec<(&str, &str)> = parse_env(&env_input)
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(env_output, [("Z", "1"), ("A", "4"), ("M", "3"), ("B", "x=y")]);
+
         Ok(())
     }
 
@@ -608,7 +618,7 @@ mod tests {
             );
         }
 
-        let net_devices: HashMap<String, LinuxNetDevice> = devices
+        let net_devices: std::collections::HashMap<String, LinuxNetDevice> = devices
             .into_iter()
             .map(|(key, val)| {
                 (

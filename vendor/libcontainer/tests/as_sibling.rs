@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::fs::create_dir;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
@@ -46,7 +45,7 @@ fn hash(v: impl Hash) -> u64 {
 struct SomeExecutor;
 
 impl Executor for SomeExecutor {
-    fn setup_envs(&self, _: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+    fn setup_envs(&self, _: libcontainer::workload::Envs) -> Result<(), ExecutorSetEnvsError> {
         Ok(())
     }
 

@@ -126,6 +126,23 @@ pub fn container_intermediate_process(
     let proc = spec.process().as_ref().ok_or(MissingSpecError::Process)?;
     if let Some(rlimits) = proc.rlimits() {
         for rlimit in rlimits {
+            // claude-shim: RLIMIT_NOFILE is only raised here; the spec's value
+            // is set by the executor, the last code before execve, as runc sets
+            // limits once its init is ready to exec. The init's own work opens
+            // descriptors: under 20, pathrs panicked looking for
+            // /proc/thread-self (issue 37).
+            let raised;
+            let rlimit = if rlimit.typ() == oci_spec::runtime::PosixRlimitType::RlimitNofile {
+                match nofile_raised_only(rlimit) {
+                    Some(r) => {
+                        raised = r;
+                        &raised
+                    }
+                    None => continue,
+                }
+            } else {
+                rlimit
+            };
             command.set_rlimit(rlimit).map_err(|err| {
                 tracing::error!(?err, ?rlimit, "failed to set rlimit");
                 err
@@ -250,6 +267,23 @@ pub fn container_intermediate_process(
     })?;
 
     Ok(())
+}
+
+/// `rlimit` (RLIMIT_NOFILE) where it is above the current limits, each kept
+/// where it is below; None when that changes nothing.
+fn nofile_raised_only(rlimit: &oci_spec::runtime::PosixRlimit) -> Option<oci_spec::runtime::PosixRlimit> {
+    use nix::sys::resource::{Resource, getrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    let (new_soft, new_hard) = (rlimit.soft().max(soft), rlimit.hard().max(hard));
+    if (new_soft, new_hard) == (soft, hard) {
+        return None;
+    }
+    oci_spec::runtime::PosixRlimitBuilder::default()
+        .typ(oci_spec::runtime::PosixRlimitType::RlimitNofile)
+        .soft(new_soft)
+        .hard(new_hard)
+        .build()
+        .ok()
 }
 
 fn setup_userns(

@@ -122,17 +122,16 @@ impl RootFS {
         }?;
 
         symlinker.setup_ptmx(rootfs)?;
-        if dev_read_only(spec) {
-            self.make_dev_read_only(rootfs)?;
-        }
         Ok(())
     }
 
-    /// The /dev tmpfs is mounted writable so the nodes and links can be made
-    /// in it; an `ro` the spec gave it is applied now that they are (runc
-    /// remounts it too). mount_setattr(2) adds MS_RDONLY alone, keeping
-    /// nosuid and the rest; /dev is reached through the rootfs handle.
-    fn make_dev_read_only(&self, rootfs: &Path) -> Result<()> {
+    /// The /dev tmpfs is mounted writable so the nodes, the links and the
+    /// console's mount point can be made in it; an `ro` the spec gave it is
+    /// applied once they are, after the console (runc's finalizeRootfs
+    /// remounts it then too; applied before, /dev/console could not be made).
+    /// mount_setattr(2) adds MS_RDONLY alone, keeping nosuid and the rest;
+    /// /dev is reached through the rootfs handle.
+    pub fn make_dev_read_only(&self, rootfs: &Path) -> Result<()> {
         use std::os::fd::{AsFd, OwnedFd};
 
         use crate::syscall::linux::{MountAttr, AT_EMPTY_PATH, MOUNT_ATTR_RDONLY};
@@ -186,7 +185,7 @@ impl RootFS {
 }
 
 /// Whether the spec's /dev mount asks to be read-only (its last `ro` or `rw`).
-fn dev_read_only(spec: &Spec) -> bool {
+pub fn dev_read_only(spec: &Spec) -> bool {
     spec.mounts()
         .iter()
         .flatten()

@@ -192,7 +192,7 @@ mod tests {
         // Test setting environment variables
         {
             let executor = get_executor();
-            let envs = HashMap::from([
+            let envs = crate::workload::Envs::from([
                 ("FOO".to_owned(), "hoge".to_owned()),
                 ("BAR".to_owned(), "fuga".to_owned()),
                 ("BAZ".to_owned(), "piyo".to_owned()),

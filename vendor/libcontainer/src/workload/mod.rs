@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::env;
 
 use oci_spec::runtime::Spec;
@@ -58,6 +57,9 @@ pub enum ExecutorSetEnvsError {
 // introduced some new magical feature to simplify this logic, please consider
 // to refactor this part.
 
+/// The process's environment in the spec's order (claude-shim, issue 37).
+pub type Envs = indexmap::IndexMap<String, String>;
+
 pub trait CloneBoxExecutor {
     fn clone_box(&self) -> Box<dyn Executor>;
 }
@@ -78,7 +80,7 @@ pub trait Executor: CloneBoxExecutor {
     /// But this step runs before waiting for the container start signal.
     /// The host's environment variables are not cleared yet at this point.
     /// They should be cleared explicitly if needed.
-    fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+    fn setup_envs(&self, envs: Envs) -> Result<(), ExecutorSetEnvsError> {
         // The default implementation resets the process env based on the OCI spec.
         // First, clear all host's envs.
         env::vars().for_each(|(key, _value)| unsafe { env::remove_var(key) });

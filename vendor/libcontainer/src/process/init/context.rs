@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::path::Path;
 
 use oci_spec::runtime;
@@ -16,7 +15,7 @@ pub(crate) struct InitContext<'a> {
     pub(crate) linux: &'a runtime::Linux,
     pub(crate) process: &'a runtime::Process,
     pub(crate) rootfs: &'a Path,
-    pub(crate) envs: HashMap<String, String>,
+    pub(crate) envs: crate::workload::Envs,
     pub(crate) ns: Namespaces,
     pub(crate) syscall: Box<dyn Syscall>,
     pub(crate) notify_listener: &'a notify_socket::NotifyListener,
@@ -30,7 +29,7 @@ impl<'a> InitContext<'a> {
         let spec = args.spec.as_ref();
         let linux = spec.linux().as_ref().ok_or(MissingSpecError::Linux)?;
         let process = spec.process().as_ref().ok_or(MissingSpecError::Process)?;
-        let envs: HashMap<String, String> =
+        let envs: crate::workload::Envs =
             utils::parse_env(process.env().as_ref().unwrap_or(&vec![]));
         let rootfs = spec.root().as_ref().ok_or(MissingSpecError::Root)?;
         let rootfs_ro = rootfs.readonly().unwrap_or(false);

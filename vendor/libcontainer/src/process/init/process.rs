@@ -205,6 +205,15 @@ pub fn container_init_process(
     }
 
     if matches!(args.container_type, ContainerType::InitContainer) {
+        // After the console: its mount point is made in /dev (claude-shim).
+        if crate::rootfs::rootfs::dev_read_only(ctx.spec) {
+            RootFS::new()
+                .make_dev_read_only(Path::new("/"))
+                .map_err(|err| {
+                    tracing::error!(?err, "failed to make /dev read-only");
+                    InitProcessError::RootFS(err)
+                })?;
+        }
         if ctx.rootfs_ro {
             let current_flags = statfs("/")
                 .map_err(|err| {
@@ -1050,7 +1059,7 @@ fn verify_cwd() -> Result<()> {
 /// Set the HOME environment variable if it is not already set or is empty:
 /// the user's home in the container's /etc/passwd, else "/", as runc does
 /// (a uid without an entry, e.g. `exec --user 1000`, got no HOME at all).
-fn set_home_env_if_not_exists(envs: &mut HashMap<String, String>, uid: Uid) {
+fn set_home_env_if_not_exists(envs: &mut crate::workload::Envs, uid: Uid) {
     if envs.get("HOME").is_none_or(|v| v.is_empty()) {
         let dir_home = utils::get_user_home(uid.into()).unwrap_or_else(|| PathBuf::from("/"));
         set_home_from_path(envs, &dir_home);
@@ -1058,7 +1067,7 @@ fn set_home_env_if_not_exists(envs: &mut HashMap<String, String>, uid: Uid) {
 }
 
 /// Set the HOME environment variable if dir_home string is valid UTF-8
-fn set_home_from_path(envs: &mut HashMap<String, String>, dir_home: &Path) {
+fn set_home_from_path(envs: &mut crate::workload::Envs, dir_home: &Path) {
     if let Some(home_str) = dir_home.to_str() {
         envs.insert("HOME".to_owned(), home_str.to_owned());
     }

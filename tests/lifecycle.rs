@@ -330,7 +330,7 @@ fn version_and_help() {
     let help = env.ok(&["--help"]);
     for verb in [
         "create", "start", "state", "kill", "delete", "run", "exec", "ps", "list", "pause", "resume", "update",
-        "features", "spec",
+        "events", "features", "spec",
     ] {
         assert!(help.contains(verb), "--help lists {verb}");
     }

@@ -81,6 +81,8 @@ pub enum Command {
     Update(Update),
     /// Print the OCI features JSON of this runtime
     Features(liboci_cli::Features),
+    /// Display container events such as OOM notifications and cgroup statistics
+    Events(Events),
     /// Write a default config.json
     Spec(liboci_cli::Spec),
 
@@ -351,6 +353,19 @@ pub struct List {
     /// Print only the container ids
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// runc's `events` flags.
+#[derive(Args, Debug)]
+pub struct Events {
+    /// Set the stats collection interval (a Go duration: 5s, 100ms)
+    #[arg(long, default_value = "5s")]
+    pub interval: String,
+    /// Display the container's stats then exit
+    #[arg(long)]
+    pub stats: bool,
+    /// The container's id
+    pub container_id: String,
 }
 
 /// runc's `update` flags. liboci-cli's own took sizes as bare numbers and no

@@ -132,6 +132,7 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Resume(a) => create::resume(&rt, &a.container_id),
         Command::Update(a) => update::update(&rt, a),
         Command::Features(_) => features::features(),
+        Command::Events(a) => commands::events::events(&rt, a),
         Command::Spec(a) => spec::spec(a),
         Command::Sandbox(a) => sandbox::sandbox(&rt, a),
         Command::Bundle(a) => sandbox::bundle(a),

@@ -3,6 +3,7 @@
 pub mod claude;
 pub mod create;
 pub mod doctor;
+pub mod events;
 pub mod exec;
 pub mod features;
 pub mod gc;

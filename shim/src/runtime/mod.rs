@@ -26,6 +26,7 @@ mod create;
 pub mod creator;
 mod delete;
 pub mod devices;
+pub mod events;
 mod exec;
 pub mod executor;
 pub mod foreground;

@@ -118,3 +118,33 @@ fn events_print_runcs_stats_lines() {
     }
     env.assert_no_leaks(&id);
 }
+
+/// `spec` writes runc's template: the same namespaces as runc's on this host
+/// (a cgroup namespace only where cgroups are v2 alone; runc's bats suite
+/// reads the host's cgroup paths from inside on a v1 or hybrid host).
+#[test]
+fn the_spec_template_lists_runcs_namespaces() {
+    let env = Env::new();
+    let mut seen = vec![];
+    for runtime in ["claude-shim", "runc"] {
+        let dir = env.dir.path().join(format!("spec-ns-{runtime}"));
+        std::fs::create_dir(&dir).unwrap();
+        let out = if runtime == "runc" {
+            runc(&env, &["spec", "--bundle", dir.to_str().unwrap()])
+        } else {
+            env.run(&["spec", "--bundle", dir.to_str().unwrap()])
+        };
+        assert!(out.status.success(), "{runtime}: {}", text(&out.stderr));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+        let types: Vec<String> = v["linux"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["type"].as_str().unwrap().to_owned())
+            .collect();
+        eprintln!("{runtime}'s template: {types:?}");
+        seen.push(types);
+    }
+    assert_eq!(seen[0], seen[1], "claude-shim, then runc");
+}

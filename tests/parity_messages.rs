@@ -148,9 +148,9 @@ fn a_seccomp_agent_that_cannot_be_reached_is_named_with_why() {
             "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]
         });
     });
-    // It was "failed seccomp listener".
+    // It was "failed seccomp listener"; runc's words, which its bats suite matches.
     assert!(
-        line.contains(&format!("connect to the seccomp agent at {socket:?}")),
+        line.contains(&format!("failed to connect with seccomp agent at {socket:?}")),
         "{line}"
     );
     assert!(line.contains("No such file or directory"), "{line}");

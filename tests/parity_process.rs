@@ -1,8 +1,8 @@
 //! runc parity for how the container's process starts (issue 37): a terminal
-//! under a read-only /dev, a low RLIMIT_NOFILE, the environment's order, and
-//! capability sets runc takes (an inheritable capability outside the permitted
-//! set, a name no kernel knows). Each runs the same bundle under claude-shim
-//! and runc 1.1.5, prints both and compares them.
+//! under a read-only /dev, a low RLIMIT_NOFILE, the environment's order, an
+//! inheritable capability outside the permitted set, and where a
+//! createContainer hook runs. Each runs the same bundle under claude-shim and
+//! runc 1.1.5, prints both and compares them.
 
 use std::path::Path;
 use std::process::Output;
@@ -167,27 +167,36 @@ fn an_inheritable_capability_outside_the_permitted_set_as_under_runc() {
     assert_eq!(text(&ours.stdout), text(&theirs.stdout));
 }
 
-/// A capability name no kernel knows is dropped with a warning naming it,
-/// as runc 1.1.5 does and as the runtime spec says since v1.1.0 ("MUST be
-/// logged as a warning"; docs/commands.md); the rest of the set is granted.
+/// createContainer hooks run with the rootfs as their working directory, as
+/// runc runs them (its hooks.bats binds a library in through `./lib`).
 #[test]
-fn an_unknown_capability_is_a_warning_as_under_runc() {
+fn a_create_container_hook_runs_in_the_rootfs_as_under_runc() {
     let env = Env::new();
-    let bundle = env.bundle("capunknown", |v| {
-        for set in ["bounding", "effective", "permitted"] {
-            v["process"]["capabilities"][set] = serde_json::json!(["CAP_KILL", "CAP_NO_SUCH_THING"]);
-        }
-        set_args(v, &["grep", "^CapEff", "/proc/self/status"]);
-    });
-    let [ours, theirs] = run_both(&env, &bundle, "capunknown");
-    assert!(theirs.status.success() && ours.status.success());
-    assert_eq!(text(&ours.stdout), "CapEff:\t0000000000000020\n");
-    assert_eq!(text(&ours.stdout), text(&theirs.stdout));
-    for (rt, out) in [("claude-shim", &ours), ("runc", &theirs)] {
-        let err = text(&out.stderr);
-        assert!(
-            err.contains("warn") && err.contains("CAP_NO_SUCH_THING"),
-            "{rt} warns naming it: {err}"
+    let mut seen = vec![];
+    for runtime in ["claude-shim", "runc"] {
+        let marker = env.dir.path().join(format!("hook-cwd-{runtime}"));
+        let bundle = env.bundle(&format!("hookcwd-{runtime}"), |v| {
+            v["hooks"] = serde_json::json!({"createContainer": [
+                {"path": "/bin/sh", "args": ["sh", "-c", format!("pwd > {}", marker.display())]}
+            ]});
+            set_args(v, &["true"]);
+        });
+        let b = in_bundle(&bundle);
+        let id = format!("{}-{runtime}", unique_id("hookcwd"));
+        let out = if runtime == "runc" {
+            runc(&env, &run_args(&b, &id))
+        } else {
+            env.run(&run_args(&b, &id))
+        };
+        let cwd = std::fs::read_to_string(&marker).unwrap_or_default();
+        eprintln!(
+            "{runtime}: exit {:?}, hook's cwd {cwd:?}, stderr {:?}",
+            out.status.code(),
+            text(&out.stderr)
         );
+        assert!(out.status.success(), "{runtime}");
+        seen.push(cwd);
     }
+    assert_eq!(seen[0].trim(), rootfs().to_str().unwrap());
+    assert_eq!(seen[0], seen[1], "claude-shim, then runc");
 }

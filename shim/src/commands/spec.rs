@@ -11,6 +11,16 @@ pub fn default_spec(rootless: bool) -> Spec {
     } else {
         Spec::default()
     };
+    // A cgroup namespace only where cgroups are v2 alone, as in runc's
+    // template (oci-spec lists one always): on a v1 or hybrid host runc's
+    // containers see the host's cgroup paths, and its bats suite expects them.
+    if !crate::runtime::cgroup_v2::is_unified() {
+        if let Some(linux) = spec.linux_mut().as_mut() {
+            if let Some(ns) = linux.namespaces_mut().as_mut() {
+                ns.retain(|n| n.typ() != libcontainer::oci_spec::runtime::LinuxNamespaceType::Cgroup);
+            }
+        }
+    }
     if let Some(p) = spec.process_mut() {
         p.set_terminal(Some(true));
         p.set_args(Some(vec!["sh".to_owned()]));

@@ -36,7 +36,8 @@ impl Runtime {
             .with_context(|| format!("read {}", config_path.display()))?;
         let mut spec: Spec =
             super::unknown_caps::parse(&raw, "/process/capabilities", &config_path.display().to_string())?;
-        validate::spec(&spec).with_context(|| format!("use {}", config_path.display()))?;
+        // runc's words ("invalid configuration") come first, as its bats suite matches them.
+        validate::spec(&spec).with_context(|| format!("use {}: invalid configuration", config_path.display()))?;
         if !spec.version().starts_with("1.") {
             bail!(
                 "run {}: ociVersion {:?} is not supported (1.x is)",

@@ -26,6 +26,10 @@ impl Runtime {
         match c.status() {
             ContainerStatus::Running | ContainerStatus::Created => {}
             ContainerStatus::Paused if req.ignore_paused => {}
+            // runc's words (its bats suite matches them).
+            ContainerStatus::Paused => {
+                bail!("exec in container {id}: cannot exec in a paused container (use --ignore-paused to override)")
+            }
             s => bail!(
                 "exec in container {id}: it is {}, not created or running",
                 status_name(s)
@@ -128,7 +132,8 @@ fn sub_cgroup(base: &Path, sub: &str) -> Result<String> {
         .components()
         .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        bail!("the path must stay below the container's cgroup");
+        // runc's words: "SUB is not a sub cgroup path".
+        bail!("{sub} is not a sub cgroup path: the path must stay below the container's cgroup");
     }
     for dir in super::cgroup::dirs(base)? {
         let want = dir.join(rel);

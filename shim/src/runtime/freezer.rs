@@ -60,7 +60,7 @@ pub fn check_not_frozen(dirs: &[PathBuf], raw: &Path) -> Result<()> {
     for dir in dirs {
         if let Some(state @ (Freezer::Frozen | Freezer::Freezing)) = of_dir(dir) {
             bail!(
-                "use cgroupsPath {:?}: {} is {} (it or a parent cgroup), and the container's init would stop as it joins; thaw it first",
+                "use cgroupsPath {:?}: container's cgroup unexpectedly frozen: {} is {} (it or a parent cgroup), and the container's init would stop as it joins; thaw it first",
                 raw.display().to_string(),
                 dir.display(),
                 if state == Freezer::Frozen { "frozen" } else { "freezing" }

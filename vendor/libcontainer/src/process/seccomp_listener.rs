@@ -19,7 +19,8 @@ pub enum SeccompListenerError {
     ChannelError(#[from] channel::ChannelError),
     #[error("unix syscall fails")]
     UnixOther(#[source] nix::Error),
-    #[error("connect to the seccomp agent at {path:?} (linux.seccomp.listenerPath)")]
+    // runc's words ("failed to connect with seccomp agent"), which its bats suite matches.
+    #[error("failed to connect with seccomp agent at {path:?} (linux.seccomp.listenerPath)")]
     Connect {
         path: std::path::PathBuf,
         #[source]

@@ -110,10 +110,13 @@ pub fn container_init_process(
 
             // create_container hook needs to be called after the namespace setup, but
             // before pivot_root is called. This runs in the container namespaces.
+            // claude-shim: in the rootfs, as runc runs them (its prepareRootfs
+            // chdirs there first): a hook's relative paths name the
+            // container's files (runc's hooks.bats).
             hooks::run_hooks(
                 hooks.create_container().as_ref(),
                 ctx.container.map(|c| &c.state),
-                None,
+                Some(ctx.rootfs),
                 None,
                 None,
             )

@@ -46,6 +46,13 @@ pub trait HostView {
         max_depth: usize,
         max_entries: usize,
     ) -> std::io::Result<Vec<(PathBuf, PathKind)>>;
+    /// The same search complete: every depth, into `node_modules` and
+    /// `target` too (only a repository's own `.git` or `.hg` is not
+    /// entered), no cap. The picture of what the host runs at start, which
+    /// the exit's search (as complete) compares against.
+    fn find_all(&self, root: &Path, matches: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<(PathBuf, PathKind)>> {
+        self.find(root, matches, usize::MAX, usize::MAX)
+    }
     /// The content of a file (a custom seccomp profile, a repository's
     /// `.git/config`), bounded in size; only regular files are read.
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;

@@ -435,6 +435,23 @@ impl Dir {
         })
     }
 
+    /// Sets the permission bits of what is at `rel` (a link is refused,
+    /// never followed): an entry a sandbox made unreadable or unmovable to
+    /// its owner is opened up again by that owner (or root).
+    pub fn chmod(&self, rel: &Path, mode: u32) -> Result<()> {
+        self.at("chmod", rel, || {
+            // O_PATH and the descriptor's /proc link: fchmodat cannot refuse
+            // a link by itself on every kernel.
+            let h = self.root.resolve(here(rel)).map_err(os)?;
+            let st = rustix::fs::fstat(h.as_fd())?;
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
+                return Err(io::Error::from_raw_os_error(libc::ELOOP));
+            }
+            let proc = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&h.as_fd())));
+            std::fs::set_permissions(&proc, Permissions::from_mode(mode & 0o7777))
+        })
+    }
+
     /// A readable descriptor of this directory itself, for a walk of its own
     /// (reached through the handle, not its path).
     pub fn open_fd(&self) -> Result<OwnedFd> {

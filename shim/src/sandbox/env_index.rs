@@ -1,11 +1,20 @@
 //! The start's one search of the working directory (`.env` files for
-//! `hide_env_files`, and the host-run entries the compiler protects below the
-//! top: `sub/.git`, `sub/.claude`...) without reading the whole tree on every
-//! start: an index of the working directory's directories, each with the
-//! names it holds that the search wants and its subdirectories, valid while
-//! the directory's inode, ctime and mtime are unchanged. A start then costs
-//! one stat per directory instead of reading every directory (in a 150k-file
-//! tree, 0.2 s per command).
+//! `hide_env_files`, and the host-run entries: those the compiler protects
+//! at start, and the picture the exit's search compares against) without
+//! reading the whole tree on every start: an index of the working
+//! directory's directories, each with the names it holds that the search
+//! wants and its subdirectories, valid while the directory's inode, ctime
+//! and mtime are unchanged. A start then costs one stat per directory
+//! instead of reading every directory (in a 150k-file tree, 0.2 s per command).
+//!
+//! The walk is complete (issue 35): every depth, `node_modules` and `target`
+//! included, so that an entry the exit finds there is told apart from one
+//! that was there at start; only a repository's own directory (`.git`,
+//! `.hg`) is not entered, its insides being the git pass's. The compiler's
+//! bounded view of it (8 levels, not those folders) is `Walk::bounded`.
+//! A directory visited twice (a bind mount of an ancestor) is not entered
+//! again, and one that cannot be read is named (`Walk::blind`), never
+//! passed over in silence.
 //!
 //! Trade-offs, written down:
 //! - It is O(directories), not O(1): each directory is still stat'ed, since a
@@ -21,7 +30,7 @@
 //!   or writable by others, is ignored and the tree is walked.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -33,10 +42,16 @@ use serde::{Deserialize, Serialize};
 /// Changes younger than this when a directory was read are not trusted later.
 const SETTLE: Duration = Duration::from_secs(2);
 
-/// Directories the search never enters (the compiler's contract for `find`);
-/// a repository's own files, a package store, a build tree.
+/// Directories the walk never enters: a repository's own files, which the
+/// git pass reads by name.
+fn not_entered(name: &OsStr) -> bool {
+    matches!(name.as_bytes(), b".git" | b".hg")
+}
+
+/// Directories the compiler's bounded view leaves out (a package store, a
+/// build tree): the walk enters them, `Walk::bounded` drops what lies there.
 pub fn skipped(name: &OsStr) -> bool {
-    matches!(name.as_bytes(), b".git" | b".hg" | b"node_modules" | b"target")
+    not_entered(name) || matches!(name.as_bytes(), b"node_modules" | b"target")
 }
 
 /// What a name that matched is.
@@ -112,7 +127,7 @@ struct Record {
     /// Names of symlinks that matched (never followed).
     #[serde(rename = "l", default, skip_serializing_if = "Vec::is_empty")]
     links: Vec<PathBuf>,
-    /// Subdirectories (not symlinks), except the skipped ones.
+    /// Subdirectories (not symlinks), except a repository's own.
     #[serde(rename = "d", default, skip_serializing_if = "Vec::is_empty")]
     dirs: Vec<PathBuf>,
 }
@@ -163,7 +178,7 @@ fn read(dir: &Path, stamp: Stamp, matches: &dyn Fn(&str) -> bool) -> Option<Reco
             if hit() {
                 r.matched_dirs.push(PathBuf::from(&name));
             }
-            if !skipped(&name) {
+            if !not_entered(&name) {
                 r.dirs.push(PathBuf::from(name));
             }
         } else if t.is_file() && hit() {
@@ -175,33 +190,62 @@ fn read(dir: &Path, stamp: Stamp, matches: &dyn Fn(&str) -> bool) -> Option<Reco
     Some(r)
 }
 
-/// Entries under `root` whose name `matches` (files, directories and
-/// symlinks), at most `max_depth` levels down and at most `max_entries` of
-/// them; with `index_dir`, through the index kept there. `search` names the
-/// matcher (one index per kind of search).
-pub fn find(
-    root: &Path,
-    search: &str,
-    matches: &dyn Fn(&str) -> bool,
-    max_depth: usize,
-    max_entries: usize,
-    index_dir: Option<&Path>,
-) -> std::io::Result<Vec<(PathBuf, Found)>> {
-    find_settled(root, search, matches, max_depth, max_entries, index_dir, SETTLE)
+/// One name the walk matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub path: PathBuf,
+    pub kind: Found,
+    /// How many folders below the root the one holding it is.
+    pub depth: usize,
+    /// Whether a folder on the way is one the bounded view leaves out.
+    pub in_skipped: bool,
 }
 
-fn find_settled(
+/// What the walk of a tree found.
+#[derive(Debug, Default)]
+pub struct Walk {
+    pub hits: Vec<Hit>,
+    /// Directories that could not be read (relative to the root): what lies
+    /// in them was not looked at.
+    pub blind: Vec<PathBuf>,
+}
+
+impl Walk {
+    /// The compiler's bounded view: what lies at most `max_depth` levels down
+    /// and not in a skipped folder, at most `max_entries` of it.
+    pub fn bounded(&self, max_depth: usize, max_entries: usize) -> Vec<(PathBuf, Found)> {
+        self.hits
+            .iter()
+            .filter(|h| h.depth < max_depth && !h.in_skipped)
+            .take(max_entries)
+            .map(|h| (h.path.clone(), h.kind))
+            .collect()
+    }
+}
+
+/// Entries under `root` whose name `matches` (files, directories and
+/// symlinks), at any depth; with `index_dir`, through the index kept there.
+/// `search` names the matcher (one index per kind of search).
+pub fn walk(
     root: &Path,
     search: &str,
     matches: &dyn Fn(&str) -> bool,
-    max_depth: usize,
-    max_entries: usize,
+    index_dir: Option<&Path>,
+) -> std::io::Result<Walk> {
+    walk_settled(root, search, matches, index_dir, SETTLE)
+}
+
+fn walk_settled(
+    root: &Path,
+    search: &str,
+    matches: &dyn Fn(&str) -> bool,
     index_dir: Option<&Path>,
     settle: Duration,
-) -> std::io::Result<Vec<(PathBuf, Found)>> {
+) -> std::io::Result<Walk> {
     // v4: stamps (from stat) as arrays, one-letter field names, directories relative to the root.
     // v5: matching directories and symlinks too (the host-run names), .hg not entered.
-    let key = format!("v5\n{search}\n{max_depth}\n{}", root.display());
+    // v6: every depth, node_modules and target entered.
+    let key = format!("v6\n{search}\n{}", root.display());
     let path = index_dir.map(|d| index_path(d, &key));
     let old = path.as_deref().map(|p| load(p, &key)).unwrap_or_default();
     let mut new = Index {
@@ -211,7 +255,10 @@ fn find_settled(
     let read_at = SystemTime::now();
     // Whether the stored index differs from what this search would store.
     let mut changed = false;
-    let mut out = Vec::new();
+    let mut out = Walk::default();
+    // A directory reached twice (a bind mount of one of its ancestors
+    // below the root) is entered once.
+    let mut seen: HashSet<(u64, u64)> = HashSet::new();
     // Each directory is stat'ed relative to the root, opened once: a path
     // from / would be walked again, component by component, for every one
     // of a big tree's directories.
@@ -222,8 +269,8 @@ fn find_settled(
     )?;
     // Directories relative to the root, which the key already names: the
     // index is shorter to store and parse, and no path is taken apart again.
-    let mut stack = vec![(PathBuf::new(), 0usize)];
-    while let Some((rel, depth)) = stack.pop() {
+    let mut stack = vec![(PathBuf::new(), 0usize, false)];
+    while let Some((rel, depth, in_skipped)) = stack.pop() {
         let at = if rel.as_os_str().is_empty() {
             Path::new(".")
         } else {
@@ -236,11 +283,15 @@ fn find_settled(
             continue;
         }
         let stamp = Stamp::of_stat(&st);
+        if !seen.insert((stamp.dev, stamp.ino)) {
+            continue;
+        }
         let kept = old.dirs.get(&rel).map(|r| r.as_ref());
         let record = match kept {
             Some(r) if r.stamp == stamp => Cow::Borrowed(r),
             _ => {
                 let Some(r) = read(&root.join(&rel), stamp, matches) else {
+                    out.blind.push(rel);
                     continue;
                 };
                 Cow::Owned(r)
@@ -250,15 +301,15 @@ fn find_settled(
             .chain(record.matched_dirs.iter().map(|d| (d, Found::Dir)))
             .chain(record.links.iter().map(|l| (l, Found::Symlink)));
         for (name, kind) in hits {
-            out.push((root.join(&rel).join(name), kind));
-            if out.len() >= max_entries {
-                return Ok(out);
-            }
+            out.hits.push(Hit {
+                path: root.join(&rel).join(name),
+                kind,
+                depth,
+                in_skipped,
+            });
         }
-        if depth + 1 < max_depth {
-            for d in &record.dirs {
-                stack.push((rel.join(d), depth + 1));
-            }
+        for d in &record.dirs {
+            stack.push((rel.join(d), depth + 1, in_skipped || skipped(d.as_os_str())));
         }
         // A directory changed just before it was read may change again
         // within the same timestamp tick: keep it out, so it is read next
@@ -319,17 +370,20 @@ mod tests {
         fs::write(root.join("a/b/env"), "").unwrap();
         fs::write(root.join("node_modules/x/.env"), "").unwrap();
         tick();
-        let search =
-            |idx: Option<&Path>| find_settled(root, "env", &is_env, 8, 100, idx, Duration::from_millis(10)).unwrap();
+        let search = |idx: Option<&Path>| {
+            walk_settled(root, "env", &is_env, idx, Duration::from_millis(10))
+                .unwrap()
+                .bounded(8, 100)
+        };
         let want = vec!["a/.env".to_owned(), "a/b/.env.local".to_owned()];
         assert_eq!(names(search(None), root), want);
         assert_eq!(names(search(Some(state.path())), root), want);
-        // From the index now (it holds the three directories searched);
+        // From the index now (it holds every directory, node_modules' too);
         // a file created since must still be found, even when the
         // directory's mtime is set back.
         let index = fs::read_dir(state.path()).unwrap().next().unwrap().unwrap().path();
         let held: Index<'static> = serde_json::from_slice(&fs::read(&index).unwrap()).unwrap();
-        assert_eq!(held.dirs.len(), 3, "{:?}", held.dirs.keys());
+        assert_eq!(held.dirs.len(), 5, "{:?}", held.dirs.keys());
         assert_eq!(names(search(Some(state.path())), root), want);
         tick();
         fs::write(root.join("a/b/.env.prod"), "").unwrap();
@@ -357,7 +411,9 @@ mod tests {
         let wanted = |n: &str| n == ".env" || n == ".git" || n == ".claude" || n == ".vscode" || n == ".hg";
         tick();
         for idx in [None, Some(state.path()), Some(state.path())] {
-            let found = find_settled(root, "t", &wanted, 8, 100, idx, Duration::from_millis(10)).unwrap();
+            let found = walk_settled(root, "t", &wanted, idx, Duration::from_millis(10))
+                .unwrap()
+                .bounded(8, 100);
             let mut kinds: Vec<(String, Found)> = found
                 .into_iter()
                 .map(|(p, k)| (p.strip_prefix(root).unwrap().display().to_string(), k))
@@ -383,14 +439,47 @@ mod tests {
         let one = tempfile::tempdir().unwrap();
         let two = tempfile::tempdir().unwrap();
         fs::write(two.path().join(".env"), "").unwrap();
-        assert!(find(one.path(), "env", &is_env, 8, 100, Some(state.path()))
+        assert!(walk(one.path(), "env", &is_env, Some(state.path()))
             .unwrap()
+            .hits
             .is_empty());
         assert_eq!(
-            find(two.path(), "env", &is_env, 8, 100, Some(state.path()))
-                .unwrap()
-                .len(),
+            walk(two.path(), "env", &is_env, Some(state.path())).unwrap().hits.len(),
             1
         );
+    }
+
+    /// Issue 35: the walk is complete, deep folders and node_modules
+    /// included; only the bounded view leaves them out.
+    #[test]
+    fn the_walk_goes_every_depth_and_into_package_stores() {
+        let tree = tempfile::tempdir().unwrap();
+        let root = tree.path();
+        let deep = "a/b/c/d/e/f/g/h/i/j";
+        for d in [deep, "node_modules/p/.claude", "target/debug/.vscode", "sub/.git/hooks"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join(deep).join(".envrc"), "").unwrap();
+        fs::write(root.join("sub/.git/hooks/.envrc"), "").unwrap();
+        let wanted = |n: &str| matches!(n, ".envrc" | ".claude" | ".vscode" | ".git");
+        let walk = walk(root, "t", &wanted, None).unwrap();
+        let mut all: Vec<String> = walk
+            .hits
+            .iter()
+            .map(|h| h.path.strip_prefix(root).unwrap().display().to_string())
+            .collect();
+        all.sort();
+        assert_eq!(
+            all,
+            [
+                "a/b/c/d/e/f/g/h/i/j/.envrc",
+                "node_modules/p/.claude",
+                "sub/.git",
+                "target/debug/.vscode"
+            ]
+        );
+        assert!(walk.blind.is_empty());
+        let bounded = names(walk.bounded(8, 100), root);
+        assert_eq!(bounded, ["sub/.git"]);
     }
 }

@@ -1,18 +1,77 @@
 //! The machine as the policy compiler sees it: `HostView` over std::fs. The
 //! bundle crate makes no system calls; this is where its questions are answered.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::fs::Metadata;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use claude_shim_bundle::{HostView, Owner, PathKind};
 
-use super::env_index::Found;
+use super::env_index::{Found, Walk};
 
 pub struct StdHost {
     /// Where `find` keeps its index of the tree (the runtime's state
     /// directory); None walks the whole tree each time.
     pub index_dir: Option<PathBuf>,
+    /// The last walk and its root: a compile's bounded search and its
+    /// complete one (`find_all`) are one walk.
+    walked: RefCell<Option<(PathBuf, Rc<Walk>)>>,
+}
+
+impl StdHost {
+    pub fn new(index_dir: Option<PathBuf>) -> StdHost {
+        StdHost {
+            index_dir,
+            walked: RefCell::new(None),
+        }
+    }
+
+    /// The walk of `root` for the compiler's one search (`.env` files and
+    /// the host-run names), made once per `StdHost`.
+    pub fn walk(&self, root: &Path, matches: &dyn Fn(&str) -> bool) -> std::io::Result<Rc<Walk>> {
+        if let Some((r, w)) = &*self.walked.borrow() {
+            if r == root {
+                return Ok(w.clone());
+            }
+        }
+        let t = std::time::Instant::now();
+        let w = Rc::new(super::env_index::walk(
+            root,
+            "env-files+host-run",
+            matches,
+            self.index_dir.as_deref(),
+        )?);
+        tracing::debug!(
+            "searched {} for .env files and tool settings in {} us",
+            root.display(),
+            t.elapsed().as_micros()
+        );
+        *self.walked.borrow_mut() = Some((root.to_path_buf(), w.clone()));
+        Ok(w)
+    }
+
+    /// Drops the walk kept: the next one reads the tree again (through the
+    /// index).
+    pub fn forget(&self) {
+        self.walked.borrow_mut().take();
+    }
+
+    /// What a hit is, as the compiler sees it.
+    fn kinds(&self, found: impl Iterator<Item = (PathBuf, Found)>) -> Vec<(PathBuf, PathKind)> {
+        found
+            .filter_map(|(path, kind)| {
+                let kind = match kind {
+                    Found::File => PathKind::File,
+                    Found::Dir => PathKind::Dir,
+                    // Rare: read its target now (gone since: nothing to cover).
+                    Found::Symlink => self.kind(&path)?,
+                };
+                Some((path, kind))
+            })
+            .collect()
+    }
 }
 
 fn kind_of(m: &Metadata, path: &Path) -> PathKind {
@@ -51,32 +110,13 @@ impl HostView for StdHost {
         max_entries: usize,
     ) -> std::io::Result<Vec<(PathBuf, PathKind)>> {
         // The compiler's one search: .env files and the host-run names.
-        let t = std::time::Instant::now();
-        let found = super::env_index::find(
-            root,
-            "env-files+host-run",
-            matches,
-            max_depth,
-            max_entries,
-            self.index_dir.as_deref(),
-        )?;
-        tracing::debug!(
-            "searched {} for .env files and tool settings in {} us",
-            root.display(),
-            t.elapsed().as_micros()
-        );
-        Ok(found
-            .into_iter()
-            .filter_map(|(path, kind)| {
-                let kind = match kind {
-                    Found::File => PathKind::File,
-                    Found::Dir => PathKind::Dir,
-                    // Rare: read its target now (gone since: nothing to cover).
-                    Found::Symlink => self.kind(&path)?,
-                };
-                Some((path, kind))
-            })
-            .collect())
+        let walk = self.walk(root, matches)?;
+        Ok(self.kinds(walk.bounded(max_depth, max_entries).into_iter()))
+    }
+
+    fn find_all(&self, root: &Path, matches: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<(PathBuf, PathKind)>> {
+        let walk = self.walk(root, matches)?;
+        Ok(self.kinds(walk.hits.iter().map(|h| (h.path.clone(), h.kind))))
     }
 
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {

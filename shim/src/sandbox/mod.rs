@@ -108,14 +108,12 @@ pub fn invocation(
 
 /// Who a sandbox for `inv` runs as on the host (what `compile` decides too).
 pub fn run_as(inv: &Invocation) -> RunAs {
-    RunAs::decide(&host::StdHost { index_dir: None }, inv)
+    RunAs::decide(&host::StdHost::new(None), inv)
 }
 
 /// `index_dir`: where the `.env` search keeps its index (see env_index).
 pub fn compile_policy(policy: &Policy, inv: &Invocation, index_dir: Option<&Path>) -> Result<Compiled> {
-    let host = host::StdHost {
-        index_dir: index_dir.map(Path::to_path_buf),
-    };
+    let host = host::StdHost::new(index_dir.map(Path::to_path_buf));
     compile(policy, &host, inv).map_err(|e| anyhow!("{e}"))
 }
 

@@ -71,7 +71,7 @@ pub fn run(rt: &Runtime, r: &Run<'_>, edit: &mut dyn FnMut(&mut Compiled) -> Res
         }
         crate::timing::mark("deleted");
     }
-    workspace.settle();
+    let settled = workspace.settle();
     workspace.release();
     remove_bundle(&bundle);
     // What earlier sandboxes (or other runs) left when they were killed; on
@@ -84,6 +84,7 @@ pub fn run(rt: &Runtime, r: &Run<'_>, edit: &mut dyn FnMut(&mut Compiled) -> Res
         tracing::warn!("gc: {f}");
     }
     let code = result?;
+    settled?;
     // A termination signal that arrived while the sandbox was being set up
     // ends the run as it would have ended the command.
     match foreground::deferred_signal() {

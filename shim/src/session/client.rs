@@ -130,9 +130,7 @@ pub fn run(c: &Call<'_>) -> Result<i32> {
         env: env.into_iter().collect(),
     };
     let ours = c.root.join(".claude-shim");
-    let host = sandbox::host::StdHost {
-        index_dir: Some(ours.clone()),
-    };
+    let host = sandbox::host::StdHost::new(Some(ours.clone()));
     // As a per-call sandbox: what the host would run, before and after.
     let watch = if policy.filesystem.workdir == Access::Ro {
         None
@@ -149,7 +147,14 @@ pub fn run(c: &Call<'_>) -> Result<i32> {
         }
     }
     if let Some(w) = watch {
-        w.finish(&host, &[]).print();
+        let out = w.finish(&host, &[]);
+        out.print();
+        if !out.closed() {
+            bail!(
+                "clear {} of what the command left that the host would run: what is named above is still there or was not searched",
+                out.workdir.display()
+            );
+        }
     }
     match status? {
         Some(code) => Ok(code),

@@ -1,8 +1,10 @@
 //! What of the host-run list (`host_run`) is under the working directory
-//! when the sandbox starts, from the start's one search: the picture the
-//! quarantine at exit compares the same search against, so that only what
-//! the run made is moved aside. The binary makes the second search; the
-//! rule of what counts is `host_run::present`, for both.
+//! when the sandbox starts, from the start's one search made complete
+//! (`HostView::find_all`: every depth, package stores and build trees
+//! included): the picture the quarantine at exit compares the same complete
+//! search against, so that only what the run made is moved aside. The
+//! binary makes the second search; the rule of what counts is
+//! `host_run::present`, for both.
 
 use std::path::PathBuf;
 
@@ -18,8 +20,11 @@ impl Builder<'_, '_> {
         if self.ctx.policy.filesystem.workdir == Access::Ro {
             return Ok(None);
         }
-        let found = self.search()?;
+        let wd = &self.ctx.inv.workdir;
         let host = self.ctx.host;
+        let found = host.find_all(wd, &super::search_names).map_err(|e| {
+            CompileError::Invocation(format!("look for what the host runs under {}: {e}", wd.display()))
+        })?;
         Ok(Some(host_run::present(&self.ctx.inv.workdir, &found, &|p| {
             host.kind(p)
         })))

@@ -1,11 +1,19 @@
-//! The quarantine at exit (issue 23): what a run left under the working
+//! The quarantine at exit (issues 23, 35): what a run left under the working
 //! directory that a host tool runs code from without being asked to run the
 //! project (a new `sub/.claude/`, a new nested repository's config and hooks,
 //! a `.envrc`, a `.mcp.json`...; the list is `host_run`). What existed at
 //! start was mounted read-only and cannot have changed; what is new is found
-//! by the start's one search made again, moved aside through directory
-//! handles that follow no link (`store`), and reported. With
+//! by the start's complete search made again (every depth, `node_modules`
+//! and `target` included, no cap), moved aside through directory handles
+//! that follow no link (`store`), and reported. With
 //! `filesystem.after_effects = "report"` it is only reported.
+//!
+//! It fails closed: the run's directory in the quarantine is made at start
+//! (a start that cannot make it is refused), a folder the sandbox made
+//! unreadable is opened up by its owner through its handle and searched, an
+//! entry that cannot be moved aside is renamed in place to an inert name,
+//! and what is still left, or could not be searched, makes the run fail
+//! with its name (`Outcome::closed`).
 
 mod copy;
 mod outcome;
@@ -14,20 +22,33 @@ pub mod store;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
-use claude_shim_bundle::compile::{search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT};
+use anyhow::{Context, Result};
+use claude_shim_bundle::compile::search_names;
 use claude_shim_bundle::policy::values::AfterEffects;
-use claude_shim_bundle::{host_run, Compiled, HostView, PathKind};
+use claude_shim_bundle::{host_run, Compiled, PathKind};
 
 pub use self::outcome::{Left, Outcome};
-use crate::hostfs::Dir;
+use crate::hostfs::{Dir, Kind};
+use crate::sandbox::env_index;
+use crate::sandbox::host::StdHost;
 
 /// A run's picture of its working directory at start.
 pub struct Watch {
     wd: Dir,
     start: BTreeSet<PathBuf>,
     mode: AfterEffects,
-    id: String,
+    /// The run's directory in the quarantine (none in report mode).
+    store: Option<store::Prepared>,
+}
+
+/// The run's directory in the quarantine, for `mode`.
+fn prepare(mode: AfterEffects, id: &str, root: &dyn Fn() -> Result<Dir>) -> Result<Option<store::Prepared>> {
+    match mode {
+        AfterEffects::Report => Ok(None),
+        AfterEffects::Quarantine => store::prepare(root, id).map(Some).context(
+            "make the run's directory in the quarantine, where what the run leaves that the host would run is moved",
+        ),
+    }
 }
 
 /// What a host-run entry at `rel` runs, from its name (an entry inside a
@@ -68,22 +89,62 @@ fn made_by_run(
     out
 }
 
-/// What of `wd` a host tool would run, found by the compile's search, and
-/// why it was not looked at whole, if it was not; Err if not at all.
-fn present(wd: &Dir, host: &dyn HostView) -> std::result::Result<(Vec<PathBuf>, Option<String>), String> {
+/// What of `wd` a host tool would run, found by the complete search, and
+/// the folders that could not be searched even once opened up; Err if the
+/// search could not be made at all.
+fn present(wd: &Dir, host: &StdHost) -> std::result::Result<(Vec<PathBuf>, Vec<(PathBuf, String)>), String> {
     let workdir = wd.path();
-    let found = host
-        .find(workdir, &search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT)
+    let walk = host
+        .walk(workdir, &search_names)
         .map_err(|e| format!("look for what the run left under {}: {e}", workdir.display()))?;
-    // The start refuses this many; at the exit the run is over, so it is
-    // said loudly: what lies past them was not looked at.
-    let partial = (found.len() >= ENV_FILE_LIMIT).then(|| {
-        format!(
-            "look at everything the run left under {}: it holds {ENV_FILE_LIMIT} or more .env files and tool settings, and only the first were looked at",
-            workdir.display()
-        )
-    });
-    Ok((host_run::present(workdir, &found, &|p| kind(wd, p)), partial))
+    let mut found: Vec<(PathBuf, PathKind)> = Vec::new();
+    let mut add = |hits: &[env_index::Hit]| {
+        for h in hits {
+            if let Some(k) = kind(wd, &h.path) {
+                found.push((h.path.clone(), k));
+            }
+        }
+    };
+    add(&walk.hits);
+    // A folder the walk could not read: opened up through the handle by its
+    // owner (or root), then searched on its own; what it holds that cannot
+    // be read either is next.
+    let mut blind = Vec::new();
+    let mut todo: Vec<PathBuf> = walk.blind.clone();
+    while let Some(rel) = todo.pop() {
+        if let Err(why) = open_dir(wd, &rel) {
+            blind.push((rel, why));
+            continue;
+        }
+        match env_index::walk(&workdir.join(&rel), "exit", &search_names, None) {
+            Ok(w) => {
+                add(&w.hits);
+                todo.extend(w.blind.into_iter().map(|b| rel.join(b)));
+            }
+            Err(e) => blind.push((rel, e.to_string())),
+        }
+    }
+    Ok((host_run::present(workdir, &found, &|p| kind(wd, p)), blind))
+}
+
+/// Makes the folder `rel` readable and searchable by its owner, through the
+/// working directory's handle, when claude-shim is that owner or root.
+fn open_dir(wd: &Dir, rel: &Path) -> std::result::Result<(), String> {
+    let st = wd
+        .stat(rel)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "it is gone".to_owned())?;
+    let me = nix::unistd::geteuid();
+    if st.kind != Kind::Dir {
+        return Err("it is not a folder".into());
+    }
+    if !me.is_root() && me.as_raw() != st.uid {
+        return Err(format!(
+            "it belongs to uid {}, and claude-shim runs as uid {me}",
+            st.uid
+        ));
+    }
+    wd.chmod(rel, st.mode | 0o700).map_err(|e| e.to_string())
 }
 
 /// lstat below the working directory's handle: nothing followed.
@@ -99,9 +160,20 @@ fn kind(wd: &Dir, p: &Path) -> Option<PathKind> {
 }
 
 impl Watch {
-    /// Before the run: a handle on the working directory and what the
-    /// compile found there. None when the run cannot make anything.
+    /// Before the run: a handle on the working directory, what the compile
+    /// found there, and the run's directory in the quarantine. None when the
+    /// run cannot make anything.
     pub fn start(workdir: &Path, compiled: &Compiled, mode: AfterEffects, id: &str) -> Result<Option<Watch>> {
+        Self::start_in(workdir, compiled, mode, id, &store::root)
+    }
+
+    fn start_in(
+        workdir: &Path,
+        compiled: &Compiled,
+        mode: AfterEffects,
+        id: &str,
+        quarantine: &dyn Fn() -> Result<Dir>,
+    ) -> Result<Option<Watch>> {
         let Some(present) = &compiled.host_run else {
             return Ok(None);
         };
@@ -109,54 +181,61 @@ impl Watch {
             wd: Dir::open(workdir)?,
             start: present.iter().cloned().collect(),
             mode,
-            id: id.to_owned(),
+            store: prepare(mode, id, quarantine)?,
         }))
     }
 
     /// Before one command of a long-lived sandbox (`claude --per-command`'s
     /// session): the search `finish` makes, made now, so what the command
     /// leaves is told apart from what earlier commands left and the user kept.
-    pub fn now(workdir: &Path, host: &dyn HostView, mode: AfterEffects, id: &str) -> Result<Watch> {
+    pub fn now(workdir: &Path, host: &StdHost, mode: AfterEffects, id: &str) -> Result<Watch> {
+        Self::now_in(workdir, host, mode, id, &store::root)
+    }
+
+    fn now_in(
+        workdir: &Path,
+        host: &StdHost,
+        mode: AfterEffects,
+        id: &str,
+        quarantine: &dyn Fn() -> Result<Dir>,
+    ) -> Result<Watch> {
         let wd = Dir::open(workdir)?;
         let (start, _) = present(&wd, host).map_err(|e| anyhow::anyhow!("{e}"))?;
+        host.forget();
         Ok(Watch {
             wd,
             start: start.into_iter().collect(),
             mode,
-            id: id.to_owned(),
+            store: prepare(mode, id, quarantine)?,
         })
     }
 
     /// After the run (the sandbox gone): the same search again, and what is
     /// new moved aside or reported. `ours`: the placeholders claude-shim
     /// made there. Problems are part of the outcome, never an error: the
-    /// command's own result stands.
-    pub fn finish(self, host: &dyn HostView, ours: &[PathBuf]) -> Outcome {
-        self.finish_in(host, ours, &store::root)
-    }
-
-    /// `finish`, with the quarantine's directory from `quarantine`.
-    fn finish_in(self, host: &dyn HostView, ours: &[PathBuf], quarantine: &dyn Fn() -> Result<Dir>) -> Outcome {
+    /// command's own result stands, and `Outcome::closed` says whether the
+    /// run must fail.
+    pub fn finish(self, host: &StdHost, ours: &[PathBuf]) -> Outcome {
         let workdir = self.wd.path().to_path_buf();
         let mut outcome = Outcome {
             workdir: workdir.clone(),
             ..Outcome::default()
         };
         let exit = match present(&self.wd, host) {
-            Ok((exit, partial)) => {
-                outcome.errors.extend(partial);
+            Ok((exit, blind)) => {
+                outcome.blind = blind;
                 exit
             }
             Err(e) => {
                 outcome.errors.push(e);
+                if let Some(s) = self.store {
+                    s.discard();
+                }
                 return outcome;
             }
         };
         let is_dir = |p: &Path| kind(&self.wd, p) == Some(PathKind::Dir);
         let new = made_by_run(&self.start, &exit, ours, &workdir, &is_dir);
-        if new.is_empty() {
-            return outcome;
-        }
         let lefts: Vec<Left> = new
             .iter()
             .map(|p| {
@@ -167,9 +246,10 @@ impl Watch {
                 }
             })
             .collect();
-        match self.mode {
-            AfterEffects::Report => outcome.reported = lefts,
-            AfterEffects::Quarantine => store::move_aside(quarantine, &self.wd, &self.id, lefts, &mut outcome),
+        match (self.mode, self.store) {
+            (_, Some(s)) if lefts.is_empty() => s.discard(),
+            (AfterEffects::Quarantine, Some(s)) => s.move_aside(&self.wd, lefts, &mut outcome),
+            _ => outcome.reported = lefts,
         }
         outcome
     }

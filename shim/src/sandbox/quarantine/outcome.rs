@@ -1,5 +1,7 @@
 //! What the quarantine at exit found and did, and the report of it: one
-//! line per entry on stderr, the restore command first.
+//! line per entry on stderr, the restore command first. An entry left where
+//! the host would run it, or a folder that could not be looked into, is an
+//! error: the run then fails (`closed`), naming each.
 
 use std::path::PathBuf;
 
@@ -21,13 +23,26 @@ pub struct Outcome {
     pub moved: Vec<Left>,
     /// Left in place and reported (`after_effects = "report"`).
     pub reported: Vec<Left>,
+    /// Not movable into the quarantine, renamed in its folder to an inert
+    /// name (relative to the working directory).
+    pub inert: Vec<(Left, PathBuf)>,
     /// Left in place because moving failed, with why.
     pub failed: Vec<(Left, String)>,
+    /// Folders that could not be looked into (relative), with why.
+    pub blind: Vec<(PathBuf, String)>,
     /// What kept the search from being made.
     pub errors: Vec<String>,
+    /// What went wrong without leaving anything in the host's way.
+    pub warnings: Vec<String>,
 }
 
 impl Outcome {
+    /// Nothing the run made is left where the host would run it, and
+    /// nothing went unsearched.
+    pub fn closed(&self) -> bool {
+        self.failed.is_empty() && self.blind.is_empty() && self.errors.is_empty()
+    }
+
     /// The report on stderr, one line per entry (the paths are the sandbox's
     /// to name, so their control characters are shown escaped).
     pub fn print(&self) {
@@ -47,6 +62,20 @@ impl Outcome {
                 out.push(format!("claude-shim:   {} ({})", path(l), l.runs));
             }
         }
+        if !self.inert.is_empty() {
+            out.push(
+                "claude-shim: renamed in place what the run left that the host would run and could not be moved aside:"
+                    .to_owned(),
+            );
+            for (l, to) in &self.inert {
+                out.push(format!(
+                    "claude-shim:   {} -> {} ({})",
+                    path(l),
+                    self.workdir.join(to).display(),
+                    l.runs
+                ));
+            }
+        }
         if !self.reported.is_empty() {
             out.push(
                 "claude-shim: the run left what the host would run (left in place: filesystem.after_effects = \"report\"):"
@@ -58,13 +87,22 @@ impl Outcome {
         }
         for (l, why) in &self.failed {
             out.push(format!(
-                "claude-shim: warning: left in place {} ({}): failed to {why}",
+                "claude-shim: error: left in place {} ({}): failed to {why}",
                 path(l),
                 l.runs
             ));
         }
+        for (rel, why) in &self.blind {
+            out.push(format!(
+                "claude-shim: error: not looked into {}: {why}",
+                self.workdir.join(rel).display()
+            ));
+        }
         for e in &self.errors {
-            out.push(format!("claude-shim: warning: failed to {e}"));
+            out.push(format!("claude-shim: error: failed to {e}"));
+        }
+        for w in &self.warnings {
+            out.push(format!("claude-shim: warning: failed to {w}"));
         }
         out
     }

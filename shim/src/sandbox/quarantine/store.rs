@@ -53,52 +53,145 @@ fn move_one(from: &Dir, rel: &Path, to: &Dir, to_rel: &Path) -> std::result::Res
     }
 }
 
-/// Moves each of `lefts` (relative to `wd`) into a new run directory and
-/// records it in `out`.
-pub(super) fn move_aside(root: &dyn Fn() -> Result<Dir>, wd: &Dir, id: &str, lefts: Vec<Left>, out: &mut Outcome) {
-    let now = chrono::Utc::now();
-    let run = format!("{}-{id}", now.format("%Y%m%dT%H%M%SZ"));
-    let dir = root().and_then(|q| {
-        q.create_dir(Path::new(&run), 0o700)?;
-        Ok(q.sub(Path::new(&run))?)
-    });
-    let dir = match dir {
-        Ok(d) => d,
-        Err(e) => {
-            let why = format!("make the quarantine's directory: {e:#}");
-            out.failed = lefts.into_iter().map(|l| (l, why.clone())).collect();
+/// A run's directory in the quarantine, made when the run starts: a
+/// missing state directory or a full filesystem then refuses the start
+/// instead of leaving the exit nowhere to move what the run made.
+pub(crate) struct Prepared {
+    q: Dir,
+    run: String,
+    dir: Dir,
+    time: chrono::DateTime<chrono::Utc>,
+}
+
+/// Makes the directory of the run `id` below the quarantine `root`.
+pub(crate) fn prepare(root: &dyn Fn() -> Result<Dir>, id: &str) -> Result<Prepared> {
+    let time = chrono::Utc::now();
+    let run = format!("{}-{id}", time.format("%Y%m%dT%H%M%SZ"));
+    let q = root()?;
+    q.create_dir(Path::new(&run), 0o700)?;
+    let dir = q.sub(Path::new(&run))?;
+    Ok(Prepared { q, run, dir, time })
+}
+
+/// Whether `uid` may open up what it finds in the way: its own, or root's to do.
+fn ours(uid: u32) -> bool {
+    let me = nix::unistd::geteuid();
+    me.is_root() || me.as_raw() == uid
+}
+
+/// What the sandbox may have done to keep `rel` where it is, undone
+/// through handles (claude-shim is the owner, or root): the folder holding
+/// it made writable, and what it holds made readable (a copy across
+/// filesystems reads it all) and removable.
+fn open_up(wd: &Dir, rel: &Path) {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    if let Ok(Some(st)) = wd.stat(parent) {
+        if st.kind == Kind::Dir && ours(st.uid) && st.mode & 0o300 != 0o300 {
+            let _ = wd.chmod(parent, st.mode | 0o700);
+        }
+    }
+    let mut todo = vec![rel.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let Ok(Some(st)) = wd.stat(&p) else { continue };
+        match st.kind {
+            Kind::Dir => {
+                if ours(st.uid) && st.mode & 0o700 != 0o700 {
+                    let _ = wd.chmod(&p, st.mode | 0o700);
+                }
+                if let Ok(names) = wd.list(&p) {
+                    todo.extend(names.into_iter().map(|(n, _)| p.join(n)));
+                }
+            }
+            Kind::File if ours(st.uid) && st.mode & 0o400 == 0 => {
+                let _ = wd.chmod(&p, st.mode | 0o400);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Where an entry that cannot be moved aside is renamed to in its own
+/// folder: a dot name no tool looks for, no suffix a tool globs for
+/// (`*.pth`, `*.md`, `*.toml`), naming the run.
+fn inert_name(rel: &Path, run: &str, n: usize) -> PathBuf {
+    rel.with_file_name(format!(".claude-shim-moved-{run}-{n}"))
+}
+
+/// How one entry was put out of the host's way.
+enum Put {
+    Moved,
+    /// Renamed in place, to this path.
+    Inert(PathBuf),
+}
+
+/// Moves `rel` into the quarantine as `stored`; failing that, opens up what
+/// the sandbox closed and tries again; failing that, renames it in place to
+/// an inert name.
+fn put_away(wd: &Dir, rel: &Path, to: &Dir, stored: &Path, inert: &Path) -> std::result::Result<Put, String> {
+    let first = match move_one(wd, rel, to, stored) {
+        Ok(()) => return Ok(Put::Moved),
+        Err(e) => e,
+    };
+    open_up(wd, rel);
+    if move_one(wd, rel, to, stored).is_ok() {
+        return Ok(Put::Moved);
+    }
+    // A copy that could not be finished has been removed; what is left is
+    // the entry itself, in place.
+    match wd.rename_to(rel, wd, inert) {
+        Ok(()) => Ok(Put::Inert(inert.to_path_buf())),
+        Err(e) => Err(format!("move it aside: {first}; rename it in place: {e}")),
+    }
+}
+
+impl Prepared {
+    /// The run moved nothing: its directory goes.
+    pub(crate) fn discard(self) {
+        if let Err(e) = self.q.remove_all(Path::new(&self.run)) {
+            tracing::debug!("{e}");
+        }
+    }
+
+    /// Moves each of `lefts` (relative to `wd`) into the run's directory and
+    /// records it in `out`.
+    pub(super) fn move_aside(self, wd: &Dir, lefts: Vec<Left>, out: &mut Outcome) {
+        let mut manifest = Manifest {
+            run: self.run.clone(),
+            time: self.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            workdir: wd.path().to_path_buf(),
+            moved: Vec::new(),
+        };
+        for (n, l) in lefts.into_iter().enumerate() {
+            let stored = (n + 1).to_string();
+            let inert = inert_name(&l.rel, &self.run, n + 1);
+            match put_away(wd, &l.rel, &self.dir, Path::new(&stored), &inert) {
+                Ok(Put::Moved) => {
+                    manifest.moved.push(Stored {
+                        path: wd.join(&l.rel),
+                        stored,
+                        runs: l.runs.to_owned(),
+                    });
+                    out.moved.push(l);
+                }
+                Ok(Put::Inert(to)) => out.inert.push((l, to)),
+                Err(e) => out.failed.push((l, e)),
+            }
+        }
+        if manifest.moved.is_empty() {
+            self.discard();
             return;
         }
-    };
-    let mut manifest = Manifest {
-        run: run.clone(),
-        time: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        workdir: wd.path().to_path_buf(),
-        moved: Vec::new(),
-    };
-    for (n, l) in lefts.into_iter().enumerate() {
-        let stored = (n + 1).to_string();
-        match move_one(wd, &l.rel, &dir, Path::new(&stored)) {
-            Ok(()) => {
-                manifest.moved.push(Stored {
-                    path: wd.join(&l.rel),
-                    stored,
-                    runs: l.runs.to_owned(),
-                });
-                out.moved.push(l);
-            }
-            Err(e) => out.failed.push((l, format!("move it aside: {e}"))),
+        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+        if let Err(e) = self.dir.write_new(Path::new(MANIFEST), &json, 0o600) {
+            // Moved all the same: what matters is that the host no longer
+            // meets them. Restoring is then by hand.
+            out.warnings.push(format!(
+                "record what was moved aside: {e}; the entries are in {} as 1, 2... in the order above",
+                self.dir.path().display()
+            ));
         }
+        out.run = Some(self.run);
     }
-    if manifest.moved.is_empty() {
-        let _ = root().and_then(|q| Ok(q.remove_all(Path::new(&run))?));
-        return;
-    }
-    let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
-    if let Err(e) = dir.write_new(Path::new(MANIFEST), &json, 0o600) {
-        out.errors.push(format!("record what was moved aside: {e}"));
-    }
-    out.run = Some(run);
 }
 
 /// Every run in the quarantine, oldest first; one whose manifest cannot be

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use claude_shim_bundle::policy::values::AfterEffects;
 use claude_shim_bundle::{host_run, HostView};
 
+use super::prepare;
+
 use super::store;
 use super::Watch;
 use crate::hostfs::Dir;
@@ -31,20 +33,20 @@ fn world() -> World {
 }
 
 fn host() -> StdHost {
-    StdHost { index_dir: None }
+    StdHost::new(None)
 }
 
 /// The picture at start, as the compile takes it.
 fn watch(w: &World, mode: AfterEffects) -> Watch {
     let found = host()
-        .find(&w.wd, &claude_shim_bundle::compile::search_names, 8, 1000)
+        .find_all(&w.wd, &claude_shim_bundle::compile::search_names)
         .unwrap();
     let kind = |p: &Path| host().kind(p);
     Watch {
         wd: Dir::open(&w.wd).unwrap(),
         start: host_run::present(&w.wd, &found, &kind).into_iter().collect(),
         mode,
-        id: "test".into(),
+        store: prepare(mode, "test", &quarantine(w)).unwrap(),
     }
 }
 
@@ -69,7 +71,7 @@ fn what_the_run_made_is_moved_aside_and_restored() {
     std::fs::create_dir(w.wd.join(".vscode")).unwrap();
     std::fs::write(w.wd.join("main.rs"), "fn main() {}").unwrap();
 
-    let out = watch.finish_in(&host(), &[w.wd.join(".vscode")], &quarantine(&w));
+    let out = watch.finish(&host(), &[w.wd.join(".vscode")]);
     let moved: Vec<String> = out.moved.iter().map(|l| l.rel.display().to_string()).collect();
     assert_eq!(
         moved,
@@ -114,7 +116,7 @@ fn report_mode_moves_nothing() {
     let w = world();
     let watch = watch(&w, AfterEffects::Report);
     std::fs::write(w.wd.join(".mcp.json"), "{}").unwrap();
-    let out = watch.finish_in(&host(), &[], &quarantine(&w));
+    let out = watch.finish(&host(), &[]);
     assert!(out.run.is_none() && out.moved.is_empty());
     assert_eq!(out.reported.len(), 1);
     assert!(w.wd.join(".mcp.json").exists());
@@ -126,7 +128,7 @@ fn a_restore_never_overwrites_and_names_are_checked() {
     let w = world();
     let watch = watch(&w, AfterEffects::Quarantine);
     std::fs::write(w.wd.join(".mcp.json"), "{\"planted\":1}").unwrap();
-    let out = watch.finish_in(&host(), &[], &quarantine(&w));
+    let out = watch.finish(&host(), &[]);
     let run = out.run.unwrap();
     std::fs::write(w.wd.join(".mcp.json"), "{\"mine\":1}").unwrap();
     let q = Dir::open(&w.q).unwrap();
@@ -151,7 +153,7 @@ fn a_parent_replaced_by_a_link_is_not_followed() {
     let victim = w.q.parent().unwrap().join("victim");
     std::fs::create_dir_all(victim.join(".claude")).unwrap();
     std::os::unix::fs::symlink(&victim, w.wd.join("sub")).unwrap();
-    let out = watch.finish_in(&host(), &[], &quarantine(&w));
+    let out = watch.finish(&host(), &[]);
     assert!(victim.join(".claude").is_dir(), "the victim's entry was moved: {out:?}");
 }
 
@@ -166,7 +168,9 @@ fn a_session_reports_only_its_own_runs_in_its_project() {
             rel: "sub/.claude".into(),
             runs: "Claude Code",
         };
-        store::move_aside(&quarantine(&w), &Dir::open(wd).unwrap(), id, vec![left], &mut out);
+        store::prepare(&quarantine(&w), id)
+            .unwrap()
+            .move_aside(&Dir::open(wd).unwrap(), vec![left], &mut out);
         out.run.unwrap()
     };
     let earlier = made(&w.wd, "earlier");
@@ -188,19 +192,81 @@ fn a_session_reports_only_its_own_runs_in_its_project() {
     );
 }
 
+/// Issue 35: no cap, no depth limit, no skipped folder: a flood past the
+/// old 1000, an entry 12 levels down and ones in node_modules and target
+/// are all moved aside, and what was there at start in those folders stays.
 #[test]
-fn a_run_that_leaves_too_many_to_look_at_says_so() {
+fn floods_deep_entries_and_package_stores_are_all_moved() {
     let w = world();
+    std::fs::create_dir_all(w.wd.join("node_modules/old/.vscode")).unwrap();
     let watch = watch(&w, AfterEffects::Quarantine);
-    for i in 0..claude_shim_bundle::compile::ENV_FILE_LIMIT {
-        std::fs::write(w.wd.join(format!(".env.{i}")), "").unwrap();
+    for i in 0..1200 {
+        let d = w.wd.join(format!("flood/{i}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(".envrc"), "touch /tmp/marker").unwrap();
     }
-    let out = watch.finish_in(&host(), &[], &quarantine(&w));
-    let lines = out.lines();
+    let deep = w.wd.join("a/b/c/d/e/f/g/h/i/j/k/l");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join(".mcp.json"), "{}").unwrap();
+    std::fs::create_dir_all(w.wd.join("node_modules/p/.claude")).unwrap();
+    std::fs::create_dir_all(w.wd.join("target/debug/.git/objects")).unwrap();
+    std::fs::write(w.wd.join("target/debug/.git/config"), "[core]\n").unwrap();
+    let out = watch.finish(&host(), &[]);
+    assert!(out.closed(), "{:?}", out.lines());
+    assert_eq!(out.moved.len(), 1200 + 3, "{:?}", &out.lines()[..5]);
+    for gone in [
+        "flood/0/.envrc",
+        "flood/1199/.envrc",
+        "a/b/c/d/e/f/g/h/i/j/k/l/.mcp.json",
+        "node_modules/p/.claude",
+        "target/debug/.git/config",
+    ] {
+        assert!(w.wd.join(gone).symlink_metadata().is_err(), "{gone} is still there");
+    }
     assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("claude-shim: warning: failed to look at everything the run left")),
-        "{lines:?}"
+        w.wd.join("node_modules/old/.vscode").is_dir(),
+        "what was there at start stays"
+    );
+}
+
+/// Issue 35: an entry that cannot be moved into the quarantine (here too
+/// big to copy across filesystems) is renamed in place to an inert name;
+/// nothing is left under a name the host runs.
+#[test]
+fn an_entry_that_cannot_be_moved_aside_is_made_inert_in_place() {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        panic!("this test needs a tmpfs at /dev/shm beside the temporary directory's filesystem");
+    }
+    let w = world();
+    let q = tempfile::tempdir_in(shm).unwrap();
+    let across = |_: &World| -> anyhow::Result<Dir> { Ok(Dir::open(q.path())?) };
+    let mut watch = watch(&w, AfterEffects::Quarantine);
+    watch.store = prepare(AfterEffects::Quarantine, "inert", &|| across(&w)).unwrap();
+    std::fs::create_dir_all(w.wd.join("sub/.claude")).unwrap();
+    let big = std::fs::File::create(w.wd.join("sub/.claude/big")).unwrap();
+    big.set_len(65 << 20).unwrap();
+    let out = watch.finish(&host(), &[]);
+    let same_fs = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&w.wd).unwrap().dev() == std::fs::metadata(q.path()).unwrap().dev()
+    };
+    assert!(!same_fs, "the quarantine must be on another filesystem for this test");
+    assert!(out.closed(), "{:?}", out.lines());
+    assert_eq!(out.inert.len(), 1, "{:?}", out.lines());
+    assert!(!w.wd.join("sub/.claude").exists());
+    let (_, to) = &out.inert[0];
+    assert!(w.wd.join(to).join("big").is_file(), "{to:?}");
+    assert!(
+        to.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(".claude-shim-moved-"),
+        "{to:?}"
+    );
+    assert!(
+        out.lines().iter().any(|l| l.contains("renamed in place")),
+        "{:?}",
+        out.lines()
     );
 }

@@ -47,15 +47,23 @@ impl Workspace for Live {
     }
 
     /// What the run left that the host would run, before the placeholders
-    /// go: they are told apart by the lease's record.
-    fn settle(&mut self) {
-        if let Some(w) = self.watch.take() {
-            let host = StdHost {
-                index_dir: Some(self.ours.clone()),
-            };
-            w.finish(&host, &self.lease.placeholders()).print();
-            crate::timing::mark("after-effects looked for");
+    /// go: they are told apart by the lease's record. Err when some of it
+    /// is still where the host would run it, or was not searched.
+    fn settle(&mut self) -> Result<()> {
+        let Some(w) = self.watch.take() else {
+            return Ok(());
+        };
+        let host = StdHost::new(Some(self.ours.clone()));
+        let out = w.finish(&host, &self.lease.placeholders());
+        out.print();
+        crate::timing::mark("after-effects looked for");
+        if !out.closed() {
+            anyhow::bail!(
+                "clear {} of what the run left that the host would run: what is named above is still there or was not searched",
+                out.workdir.display()
+            );
         }
+        Ok(())
     }
 
     fn release(self: Box<Self>) {

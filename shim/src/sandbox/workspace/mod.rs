@@ -16,8 +16,9 @@ pub trait Workspace {
     /// and what must exist on the host for it.
     fn prepare(&mut self, compiled: &mut Compiled) -> Result<()>;
     /// After the sandbox is gone: what the run left, reported on stderr.
-    /// Problems are reported, never an error: the command's result stands.
-    fn settle(&mut self);
+    /// Err when the run must fail for it (the live mode: something the host
+    /// would run is left in place); the rest of the way out happens first.
+    fn settle(&mut self) -> Result<()>;
     /// Last, also after a failed start: the hold on the working directory
     /// given up.
     fn release(self: Box<Self>);

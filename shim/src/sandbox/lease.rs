@@ -13,6 +13,15 @@
 //! are listed in `.workdir-<hash>.json`, so one left by a killed sandbox is removed by
 //! the next that finishes.
 //!
+//! The runs on a directory are recorded too (`.workdir-<hash>.runs.json`):
+//! each registers when it takes the lock, before compiling, and leaves under
+//! the lock after its sandbox is gone. A run that shared the directory with
+//! another at any time cannot tell its own new entries from the other's
+//! without tracking (issue 35 item 4): it moves none of them and records
+//! them as pending, and the last run to leave moves what is pending. So an
+//! exit never takes a live neighbour's entries, and never moves what a run
+//! that is starting (registered, compiling, mounting) has found.
+//!
 //! The sandbox can write the working directory: placeholders are created and
 //! removed below a handle on it taken before the run (`hostfs`), so a link
 //! planted during the run (`.git` pointing elsewhere) makes a removal fail,
@@ -40,6 +49,7 @@ struct Paths {
     lock: PathBuf,
     lease: PathBuf,
     registry: PathBuf,
+    runs: PathBuf,
 }
 
 impl Paths {
@@ -48,6 +58,59 @@ impl Paths {
             lock: state.join(format!(".workdir-{k}.lock")),
             lease: state.join(format!(".workdir-{k}.lease")),
             registry: state.join(format!(".workdir-{k}.json")),
+            runs: state.join(format!(".workdir-{k}.runs.json")),
+        }
+    }
+}
+
+/// One run on the directory: its claude-shim process (pid and start time,
+/// so that a killed run's record is told from a live one's).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+struct RunRecord {
+    id: String,
+    pid: u32,
+    start: u64,
+    /// Another run was on the directory at some time during this one.
+    shared: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Default)]
+struct Runs {
+    runs: Vec<RunRecord>,
+    /// Entries left by runs that shared the directory, for the last to leave.
+    pending: Vec<PathBuf>,
+}
+
+/// When process `pid` started (clock ticks after boot), if it runs.
+fn started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+fn alive(r: &RunRecord) -> bool {
+    started(r.pid) == Some(r.start)
+}
+
+/// What a leaving run learns of the others on its directory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Neighbours {
+    /// Another run was on the directory at some time during this one.
+    pub shared: bool,
+    /// No other run is on it now: what is pending is this run's to move.
+    pub last: bool,
+    /// What earlier runs that shared the directory left for the last one.
+    pub pending: Vec<PathBuf>,
+}
+
+impl Neighbours {
+    /// A run that had the directory to itself.
+    pub fn alone() -> Neighbours {
+        Neighbours {
+            shared: false,
+            last: true,
+            pending: Vec::new(),
         }
     }
 }
@@ -61,6 +124,8 @@ pub struct Lease {
     lease: File,
     /// The working directory, opened before the sandbox ran.
     wd: Dir,
+    /// The run registered on the directory, if any.
+    id: Option<String>,
 }
 
 fn key(workdir: &Path) -> String {
@@ -118,7 +183,81 @@ impl Lease {
             mutex: Some(mutex),
             lease,
             wd: Dir::open(workdir)?,
+            id: None,
         })
+    }
+
+    fn runs(&self) -> Result<Runs> {
+        let r = &self.paths.runs;
+        match std::fs::read(r) {
+            Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| format!("parse {}", r.display())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Runs::default()),
+            Err(e) => Err(e).with_context(|| format!("read {}", r.display())),
+        }
+    }
+
+    fn store_runs(&self, runs: &Runs) -> Result<()> {
+        let r = &self.paths.runs;
+        let tmp = r.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(runs)?).with_context(|| format!("write {}", tmp.display()))?;
+        crate::replace::replace(&tmp, r).with_context(|| format!("write {}", r.display()))
+    }
+
+    /// Records the run `id` on the directory (under the lock, before
+    /// compiling); every run on it now, this one included, is marked as
+    /// shared when there is more than one.
+    pub fn register(&mut self, id: &str) -> Result<()> {
+        let me = std::process::id();
+        let start = started(me).context("read this process's start time from /proc")?;
+        let mut runs = self.runs()?;
+        runs.runs.retain(alive);
+        let shared = !runs.runs.is_empty();
+        for r in &mut runs.runs {
+            r.shared |= shared;
+        }
+        runs.runs.push(RunRecord {
+            id: id.to_owned(),
+            pid: me,
+            start,
+            shared,
+        });
+        self.store_runs(&runs)?;
+        self.id = Some(id.to_owned());
+        Ok(())
+    }
+
+    /// After the sandbox is gone: takes the lock (held until `release`, so
+    /// that no run registers while this one moves things), takes this run
+    /// off the record, and says what the others were and left.
+    pub fn leave(&mut self) -> Result<Neighbours> {
+        if self.mutex.is_none() {
+            self.mutex = Some(lock_current(&self.paths.lock)?);
+        }
+        let Some(id) = self.id.take() else {
+            return Ok(Neighbours::alone());
+        };
+        let mut runs = self.runs()?;
+        let shared = runs.runs.iter().any(|r| r.id == id && r.shared);
+        runs.runs.retain(|r| r.id != id && alive(r));
+        let last = runs.runs.is_empty();
+        let pending = if last {
+            std::mem::take(&mut runs.pending)
+        } else {
+            Vec::new()
+        };
+        self.store_runs(&runs)?;
+        Ok(Neighbours { shared, last, pending })
+    }
+
+    /// Records `paths` for the last run to leave (after `leave`).
+    pub fn defer(&self, paths: &[PathBuf]) -> Result<()> {
+        let mut runs = self.runs()?;
+        for p in paths {
+            if !runs.pending.contains(p) {
+                runs.pending.push(p.clone());
+            }
+        }
+        self.store_runs(&runs)
     }
 
     fn store(&self, entries: &[Entry]) -> Result<()> {
@@ -199,6 +338,7 @@ impl Lease {
             mutex,
             lease,
             wd,
+            id: _,
         } = self;
         // Our shared hold ends here, before the lock is taken: of sandboxes
         // leaving together, the last to take the lock finds the lease free.
@@ -240,7 +380,11 @@ pub fn collect(state: &Path, key: &str) -> Result<bool> {
 pub fn key_of(file_name: &str) -> Option<&str> {
     let rest = file_name.strip_prefix(".workdir-")?;
     let (key, ext) = rest.split_once('.')?;
-    matches!(ext, "lock" | "lease" | "json" | "json.tmp").then_some(key)
+    matches!(
+        ext,
+        "lock" | "lease" | "json" | "json.tmp" | "runs.json" | "runs.json.tmp"
+    )
+    .then_some(key)
 }
 
 /// With the directory's lock held: if no sandbox holds the lease, removes
@@ -263,7 +407,18 @@ fn clean_locked(paths: &Paths, base: &Dir) -> Result<bool> {
     }
     remove_placeholders(&entries(&paths.registry)?, base);
     let tmp = paths.registry.with_extension("json.tmp");
-    for p in [&tmp, &paths.registry, &paths.lease, &paths.lock] {
+    // What is pending stays for the next run on the directory.
+    let keep_runs = std::fs::read(&paths.runs)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Runs>(&b).ok())
+        .is_some_and(|r| !r.pending.is_empty());
+    let runs_tmp = paths.runs.with_extension("json.tmp");
+    let mut files = vec![&tmp, &paths.registry, &runs_tmp];
+    if !keep_runs {
+        files.push(&paths.runs);
+    }
+    files.extend([&paths.lease, &paths.lock]);
+    for p in files {
         if let Err(e) = std::fs::remove_file(p) {
             if e.kind() != ErrorKind::NotFound {
                 return Err(e).with_context(|| format!("remove {}", p.display()));
@@ -405,5 +560,62 @@ mod tests {
             // The link itself is the sandbox's leftover in the working directory.
             assert!(wd.join(".mcp.json").is_symlink());
         }
+    }
+
+    /// Issue 35 item 4: a run alone moves what it made; runs that shared
+    /// the directory leave theirs pending, and the last one out gets it all.
+    #[test]
+    fn runs_that_shared_the_directory_leave_their_entries_to_the_last() {
+        let t = tempfile::tempdir().unwrap();
+        let (state, wd) = (t.path().join("state"), t.path().join("wd"));
+        std::fs::create_dir_all(&wd).unwrap();
+
+        let mut a = Lease::acquire(&state, &wd).unwrap();
+        a.register("a").unwrap();
+        a.share().unwrap();
+        assert_eq!(a.leave().unwrap(), Neighbours::alone());
+        a.release();
+
+        let mut a = Lease::acquire(&state, &wd).unwrap();
+        a.register("a").unwrap();
+        a.share().unwrap();
+        let mut b = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut b = Lease::acquire(&state, &wd).unwrap();
+                b.register("b").unwrap();
+                b.share().unwrap();
+                b
+            })
+            .join()
+            .unwrap()
+        });
+        let left = a.leave().unwrap();
+        assert_eq!((left.shared, left.last), (true, false));
+        a.defer(&[wd.join("x/.envrc")]).unwrap();
+        a.release();
+        let left = b.leave().unwrap();
+        assert_eq!((left.shared, left.last), (true, true));
+        assert_eq!(left.pending, [wd.join("x/.envrc")]);
+        b.release();
+        assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "lease files left");
+    }
+
+    /// A killed run's record does not make the next run think it shares.
+    #[test]
+    fn a_dead_runs_record_is_not_a_neighbour() {
+        let t = tempfile::tempdir().unwrap();
+        let (state, wd) = (t.path().join("state"), t.path().join("wd"));
+        std::fs::create_dir_all(&wd).unwrap();
+        let mut a = Lease::acquire(&state, &wd).unwrap();
+        a.register("a").unwrap();
+        let mut runs = a.runs().unwrap();
+        runs.runs[0].start += 1;
+        a.store_runs(&runs).unwrap();
+        drop(a); // killed
+        let mut b = Lease::acquire(&state, &wd).unwrap();
+        b.register("b").unwrap();
+        b.share().unwrap();
+        assert_eq!(b.leave().unwrap(), Neighbours::alone());
+        b.release();
     }
 }

@@ -147,7 +147,7 @@ pub fn run(c: &Call<'_>) -> Result<i32> {
         }
     }
     if let Some(w) = watch {
-        let out = w.finish(&host, &[]);
+        let out = w.finish(&host, &[], &sandbox::lease::Neighbours::alone());
         out.print();
         if !out.closed() {
             bail!(

@@ -31,6 +31,7 @@ pub use self::outcome::{Left, Outcome};
 use crate::hostfs::{Dir, Kind};
 use crate::sandbox::env_index;
 use crate::sandbox::host::StdHost;
+use crate::sandbox::lease::Neighbours;
 
 /// A run's picture of its working directory at start.
 pub struct Watch {
@@ -212,10 +213,13 @@ impl Watch {
 
     /// After the run (the sandbox gone): the same search again, and what is
     /// new moved aside or reported. `ours`: the placeholders claude-shim
-    /// made there. Problems are part of the outcome, never an error: the
-    /// command's own result stands, and `Outcome::closed` says whether the
-    /// run must fail.
-    pub fn finish(self, host: &StdHost, ours: &[PathBuf]) -> Outcome {
+    /// made there. `others`: the runs that shared the directory (`lease`):
+    /// a run that shared it moves nothing new, which may be a live
+    /// neighbour's, and leaves it to the last run out (`Outcome::deferred`);
+    /// the last one out also moves what earlier ones left it. Problems are
+    /// part of the outcome, never an error: the command's own result stands,
+    /// and `Outcome::closed` says whether the run must fail.
+    pub fn finish(self, host: &StdHost, ours: &[PathBuf], others: &Neighbours) -> Outcome {
         let workdir = self.wd.path().to_path_buf();
         let mut outcome = Outcome {
             workdir: workdir.clone(),
@@ -235,7 +239,24 @@ impl Watch {
             }
         };
         let is_dir = |p: &Path| kind(&self.wd, p) == Some(PathKind::Dir);
-        let new = made_by_run(&self.start, &exit, ours, &workdir, &is_dir);
+        let mut new = made_by_run(&self.start, &exit, ours, &workdir, &is_dir);
+        if self.mode == AfterEffects::Quarantine {
+            if others.shared && !others.last {
+                outcome.deferred = new;
+                new = Vec::new();
+            } else {
+                // What runs that shared the directory left: still there and
+                // not already under something taken.
+                for p in &others.pending {
+                    let there = p.starts_with(&workdir) && p != &workdir && kind(&self.wd, p).is_some();
+                    if there && !ours.contains(p) && !new.iter().any(|n| p.starts_with(n)) {
+                        new.push(p.clone());
+                    }
+                }
+                new.sort();
+                new.dedup();
+            }
+        }
         let lefts: Vec<Left> = new
             .iter()
             .map(|p| {

@@ -23,6 +23,9 @@ pub struct Outcome {
     pub moved: Vec<Left>,
     /// Left in place and reported (`after_effects = "report"`).
     pub reported: Vec<Left>,
+    /// New since the run started, while other runs shared the directory:
+    /// left for the last run out (absolute paths).
+    pub deferred: Vec<PathBuf>,
     /// Not movable into the quarantine, renamed in its folder to an inert
     /// name (relative to the working directory).
     pub inert: Vec<(Left, PathBuf)>,
@@ -84,6 +87,14 @@ impl Outcome {
             for l in &self.reported {
                 out.push(format!("claude-shim:   {} ({})", path(l), l.runs));
             }
+        }
+        if !self.deferred.is_empty() {
+            out.push(format!(
+                "claude-shim: {} entries the host would run appeared in {} while other sandboxes ran there; \
+                 which made each cannot be told without tracking, so the last sandbox to leave moves them aside",
+                self.deferred.len(),
+                self.workdir.display()
+            ));
         }
         for (l, why) in &self.failed {
             out.push(format!(

@@ -9,6 +9,7 @@ use claude_shim_bundle::policy::values::AfterEffects;
 use claude_shim_bundle::{host_run, HostView};
 
 use super::prepare;
+use crate::sandbox::lease::Neighbours;
 
 use super::store;
 use super::Watch;
@@ -71,7 +72,7 @@ fn what_the_run_made_is_moved_aside_and_restored() {
     std::fs::create_dir(w.wd.join(".vscode")).unwrap();
     std::fs::write(w.wd.join("main.rs"), "fn main() {}").unwrap();
 
-    let out = watch.finish(&host(), &[w.wd.join(".vscode")]);
+    let out = watch.finish(&host(), &[w.wd.join(".vscode")], &Neighbours::alone());
     let moved: Vec<String> = out.moved.iter().map(|l| l.rel.display().to_string()).collect();
     assert_eq!(
         moved,
@@ -116,7 +117,7 @@ fn report_mode_moves_nothing() {
     let w = world();
     let watch = watch(&w, AfterEffects::Report);
     std::fs::write(w.wd.join(".mcp.json"), "{}").unwrap();
-    let out = watch.finish(&host(), &[]);
+    let out = watch.finish(&host(), &[], &Neighbours::alone());
     assert!(out.run.is_none() && out.moved.is_empty());
     assert_eq!(out.reported.len(), 1);
     assert!(w.wd.join(".mcp.json").exists());
@@ -128,7 +129,7 @@ fn a_restore_never_overwrites_and_names_are_checked() {
     let w = world();
     let watch = watch(&w, AfterEffects::Quarantine);
     std::fs::write(w.wd.join(".mcp.json"), "{\"planted\":1}").unwrap();
-    let out = watch.finish(&host(), &[]);
+    let out = watch.finish(&host(), &[], &Neighbours::alone());
     let run = out.run.unwrap();
     std::fs::write(w.wd.join(".mcp.json"), "{\"mine\":1}").unwrap();
     let q = Dir::open(&w.q).unwrap();
@@ -153,7 +154,7 @@ fn a_parent_replaced_by_a_link_is_not_followed() {
     let victim = w.q.parent().unwrap().join("victim");
     std::fs::create_dir_all(victim.join(".claude")).unwrap();
     std::os::unix::fs::symlink(&victim, w.wd.join("sub")).unwrap();
-    let out = watch.finish(&host(), &[]);
+    let out = watch.finish(&host(), &[], &Neighbours::alone());
     assert!(victim.join(".claude").is_dir(), "the victim's entry was moved: {out:?}");
 }
 
@@ -211,7 +212,7 @@ fn floods_deep_entries_and_package_stores_are_all_moved() {
     std::fs::create_dir_all(w.wd.join("node_modules/p/.claude")).unwrap();
     std::fs::create_dir_all(w.wd.join("target/debug/.git/objects")).unwrap();
     std::fs::write(w.wd.join("target/debug/.git/config"), "[core]\n").unwrap();
-    let out = watch.finish(&host(), &[]);
+    let out = watch.finish(&host(), &[], &Neighbours::alone());
     assert!(out.closed(), "{:?}", out.lines());
     assert_eq!(out.moved.len(), 1200 + 3, "{:?}", &out.lines()[..5]);
     for gone in [
@@ -246,7 +247,7 @@ fn an_entry_that_cannot_be_moved_aside_is_made_inert_in_place() {
     std::fs::create_dir_all(w.wd.join("sub/.claude")).unwrap();
     let big = std::fs::File::create(w.wd.join("sub/.claude/big")).unwrap();
     big.set_len(65 << 20).unwrap();
-    let out = watch.finish(&host(), &[]);
+    let out = watch.finish(&host(), &[], &Neighbours::alone());
     let same_fs = {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(&w.wd).unwrap().dev() == std::fs::metadata(q.path()).unwrap().dev()
@@ -269,4 +270,39 @@ fn an_entry_that_cannot_be_moved_aside_is_made_inert_in_place() {
         "{:?}",
         out.lines()
     );
+}
+
+/// Issue 35 item 4: a run that shared the directory moves nothing new (a
+/// live neighbour's may be among it) and leaves it pending; the last one
+/// out moves what is pending, still there, with its own.
+#[test]
+fn a_run_that_shared_the_directory_leaves_new_entries_to_the_last() {
+    let w = world();
+    let shared = Neighbours {
+        shared: true,
+        last: false,
+        pending: Vec::new(),
+    };
+    let watch1 = watch(&w, AfterEffects::Quarantine);
+    std::fs::create_dir_all(w.wd.join("mine/.claude")).unwrap();
+    let out = watch1.finish(&host(), &[], &shared);
+    assert!(out.closed() && out.moved.is_empty(), "{:?}", out.lines());
+    assert_eq!(out.deferred, [w.wd.join("mine/.claude")]);
+    assert!(w.wd.join("mine/.claude").is_dir(), "a neighbour's may not move");
+    assert!(
+        out.lines()[0].contains("the last sandbox to leave"),
+        "{:?}",
+        out.lines()
+    );
+
+    let watch2 = watch(&w, AfterEffects::Quarantine);
+    std::fs::write(w.wd.join(".envrc"), "").unwrap();
+    let last = Neighbours {
+        shared: true,
+        last: true,
+        pending: vec![w.wd.join("mine/.claude"), w.wd.join("gone/.envrc")],
+    };
+    let out = watch2.finish(&host(), &[], &last);
+    let moved: Vec<String> = out.moved.iter().map(|l| l.rel.display().to_string()).collect();
+    assert_eq!(moved, [".envrc", "mine/.claude"], "{:?}", out.lines());
 }

@@ -29,7 +29,11 @@ impl Live {
     /// sandbox on it does not remove a placeholder this one is about to mount.
     pub fn open(policy: &Policy, inv: &Invocation, ours: &Path, id: &str) -> Result<Live> {
         Ok(Live {
-            lease: Lease::acquire(ours, &inv.workdir)?,
+            lease: {
+                let mut l = Lease::acquire(ours, &inv.workdir)?;
+                l.register(id)?;
+                l
+            },
             watch: None,
             workdir: inv.workdir.clone(),
             after_effects: policy.filesystem.after_effects,
@@ -54,8 +58,22 @@ impl Workspace for Live {
             return Ok(());
         };
         let host = StdHost::new(Some(self.ours.clone()));
-        let out = w.finish(&host, &self.lease.placeholders());
+        // Under the directory's lock from here to `release`: no run starts
+        // (and finds what is about to move) meanwhile.
+        let others = self.lease.leave().unwrap_or_else(|e| {
+            // Without the record, what is new is moved as if this run had
+            // been alone: a neighbour may lose an entry, the host runs none.
+            tracing::warn!("{e:#}");
+            crate::sandbox::lease::Neighbours::alone()
+        });
+        let out = w.finish(&host, &self.lease.placeholders(), &others);
         out.print();
+        if let Err(e) = self.lease.defer(&out.deferred) {
+            anyhow::bail!(
+                "record what appeared in {} for the last sandbox to leave it: {e:#}",
+                out.workdir.display()
+            );
+        }
         crate::timing::mark("after-effects looked for");
         if !out.closed() {
             anyhow::bail!(

@@ -90,10 +90,13 @@ fn made_by_run(
     out
 }
 
+/// Folders (relative) that could not be searched, each with why.
+type Blind = Vec<(PathBuf, String)>;
+
 /// What of `wd` a host tool would run, found by the complete search, and
 /// the folders that could not be searched even once opened up; Err if the
 /// search could not be made at all.
-fn present(wd: &Dir, host: &StdHost) -> std::result::Result<(Vec<PathBuf>, Vec<(PathBuf, String)>), String> {
+fn present(wd: &Dir, host: &StdHost) -> std::result::Result<(Vec<PathBuf>, Blind), String> {
     let workdir = wd.path();
     let walk = host
         .walk(workdir, &search_names)

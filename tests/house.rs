@@ -422,3 +422,48 @@ fn the_import_check_reads_path_modules() {
     let graph = Crate::load(&dir.path().join("main.rs"));
     assert_eq!(graph.circles(), vec![vec!["p".to_string(), "q".into(), "p".into()]]);
 }
+
+/// The test rootfs (hack/rootfs) links its applets to busybox by relative
+/// paths: an absolute `/bin/busybox` made a host-side `chmod go-x
+/// rootfs/bin/echo` (runc's start_hello.bats does it) follow the link and
+/// change the host's own /bin/busybox, and every later test failed on it.
+#[test]
+fn the_test_rootfs_links_never_leave_it() {
+    let out = tempfile::tempdir().unwrap();
+    let rootfs = out.path().join("rootfs");
+    let status = std::process::Command::new(repo().join("hack/rootfs"))
+        .arg(&rootfs)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "hack/rootfs failed");
+    let rootfs = rootfs.canonicalize().unwrap();
+    let mut links = 0;
+    let mut dirs = vec![rootfs.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                dirs.push(path);
+            } else if meta.file_type().is_symlink() {
+                links += 1;
+                let target = std::fs::read_link(&path).unwrap();
+                assert!(
+                    target.is_relative(),
+                    "{} -> {} is absolute",
+                    path.display(),
+                    target.display()
+                );
+                let resolved = path.canonicalize().unwrap();
+                assert!(
+                    resolved.starts_with(&rootfs),
+                    "{} resolves to {}",
+                    path.display(),
+                    resolved.display()
+                );
+            }
+        }
+    }
+    assert!(links > 100, "only {links} applet links: the walk saw no rootfs");
+}

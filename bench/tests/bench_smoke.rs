@@ -111,8 +111,8 @@ fn a_quick_round_writes_a_table_json_and_a_plot_per_metric_for_every_runtime() {
     let metrics = r["metrics"].as_array().unwrap();
     assert_eq!(
         metrics.len(),
-        20,
-        "every metric of the issue, CPU time beside each start-up one"
+        22,
+        "every metric of the issues, CPU time beside each start-up one and the policy compile"
     );
     let rows = r["rows"].as_array().unwrap();
     let runtimes = r["runtimes"].as_array().unwrap();

@@ -29,30 +29,50 @@ use claude_shim_bundle::{compile, write_bundle, Compiled, Invocation, Placeholde
 /// (or below $XDG_STATE_HOME when it lies elsewhere) is followed if it is a
 /// link.
 pub fn state_dir(name: &str) -> Result<crate::hostfs::Dir> {
-    let (anchor, rel) = state_anchor(name)?;
+    let (anchor, rel, is_xdg) = state_anchor(name)?;
+    if is_xdg {
+        make_missing(&anchor)?;
+    }
     Ok(crate::hostfs::Dir::create_beneath(&anchor, &rel, 0o700)?)
+}
+
+/// $XDG_STATE_HOME that does not exist yet is made, 0700, as the XDG Base
+/// Directory specification says ("an attempt should be made to create it
+/// with permission 0700"): failing instead left every quarantine of a run
+/// undone. Its folders are the user's to name, as the variable is.
+fn make_missing(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("create the state directory {} (XDG_STATE_HOME)", dir.display())),
+        _ => Ok(()),
+    }
 }
 
 /// Where `state_dir(name)` is, made or not.
 pub fn state_path(name: &str) -> Result<PathBuf> {
-    let (anchor, rel) = state_anchor(name)?;
+    let (anchor, rel, _) = state_anchor(name)?;
     Ok(anchor.join(rel))
 }
 
 /// The trusted directory the state directory is reached from (the home, or
-/// $XDG_STATE_HOME outside it) and the path below it.
-fn state_anchor(name: &str) -> Result<(PathBuf, PathBuf)> {
+/// $XDG_STATE_HOME outside it), the path below it, and whether the anchor
+/// is $XDG_STATE_HOME.
+fn state_anchor(name: &str) -> Result<(PathBuf, PathBuf, bool)> {
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
     let xdg = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|x| x.is_absolute());
-    let (anchor, rel) = match (xdg, home) {
-        (Some(x), Some(h)) if x.starts_with(&h) => (h.clone(), x.strip_prefix(&h).unwrap_or(&x).to_path_buf()),
-        (Some(x), _) => (x, PathBuf::new()),
-        (None, Some(h)) => (h, PathBuf::from(".local/state")),
+    let (anchor, rel, is_xdg) = match (xdg, home) {
+        (Some(x), Some(h)) if x.starts_with(&h) => (h.clone(), x.strip_prefix(&h).unwrap_or(&x).to_path_buf(), false),
+        (Some(x), _) => (x, PathBuf::new(), true),
+        (None, Some(h)) => (h, PathBuf::from(".local/state"), false),
         (None, None) => anyhow::bail!("find the state directory: HOME is not set"),
     };
-    Ok((anchor, rel.join("claude-shim").join(name)))
+    Ok((anchor, rel.join("claude-shim").join(name), is_xdg))
 }
 
 /// `--policy`: a path, or the name of an embedded policy (`agent`, `offline`).
@@ -252,4 +272,28 @@ pub fn share_skeleton(compiled: &mut Compiled, state_dir: &Path) -> Result<()> {
 /// `transient`: removed after one run (see WriteOptions).
 pub fn write(out: &Path, compiled: &Compiled, overwrite: bool, transient: bool) -> Result<()> {
     write_bundle(out, compiled, WriteOptions { overwrite, transient }).map_err(|e| anyhow!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_missing_xdg_state_home_is_made_0700() {
+        let t = tempfile::tempdir().unwrap();
+        let x = t.path().join("a/state");
+        super::make_missing(&x).unwrap();
+        for d in [t.path().join("a"), x.clone()] {
+            assert_eq!(
+                std::fs::metadata(&d).unwrap().permissions().mode() & 0o777,
+                0o700,
+                "{}",
+                d.display()
+            );
+        }
+        // One that is there is left as it is.
+        std::fs::set_permissions(&x, std::fs::Permissions::from_mode(0o755)).unwrap();
+        super::make_missing(&x).unwrap();
+        assert_eq!(std::fs::metadata(&x).unwrap().permissions().mode() & 0o777, 0o755);
+    }
 }

@@ -28,7 +28,8 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 use super::gitconfig;
-use super::list::{find, Class, Depth};
+use super::list::Class;
+use super::table::HOST_RUN;
 use crate::compile::{HostView, PathKind};
 
 /// A read-only view of a project's tree. Paths are relative to its top,
@@ -177,7 +178,7 @@ impl<'t> Classifier<'t> {
                     runs,
                 })
             };
-            if let Some(h) = find(name).filter(|h| h.depth == Depth::Any || i == 0) {
+            if let Some(h) = HOST_RUN.iter().find(|h| h.is_at(&parts[..=i])) {
                 return verdict(h.class, h.runs);
             }
             if self.included.contains(&prefix) {

@@ -1,11 +1,6 @@
-//! The one list of names a host tool runs code from without being asked to
-//! run the project (`HOST_RUN`), each with where a tool looks for it, what
-//! stands in for it when missing, its class and what runs from it.
-
-use self::Class::{Agent, Editor, Repository, Shell, ToolManager};
-use self::Depth::{Any, Root};
-use self::Missing::{EmptyDir, EmptyFileInHome, Nothing};
-use self::Shape::{Dir, File, Git};
+//! The words of the host-run list: an entry's class, shape, depth and
+//! stand-in, and how a path is matched against its name. The list itself is
+//! `table`.
 
 /// Why the host runs code from a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -86,7 +81,9 @@ pub enum Missing {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostRun {
-    /// The entry's name (one path component).
+    /// The entry's name: one path component, or two when only the folder
+    /// above makes it the tool's (`.config/mise`, `mise/config.toml`). The
+    /// last component may hold one `*` (`mise.*.toml`).
     pub name: &'static str,
     pub shape: Shape,
     pub depth: Depth,
@@ -96,237 +93,28 @@ pub struct HostRun {
     pub runs: &'static str,
 }
 
-const fn entry(
-    name: &'static str,
-    shape: Shape,
-    depth: Depth,
-    missing: Missing,
-    class: Class,
-    runs: &'static str,
-) -> HostRun {
-    HostRun {
-        name,
-        shape,
-        depth,
-        missing,
-        class,
-        runs,
+impl HostRun {
+    /// The last component of the name: what a search by name looks for.
+    pub fn leaf(&self) -> &'static str {
+        self.name.rsplit('/').next().unwrap_or(self.name)
+    }
+
+    /// Whether `rel` (a path relative to the working directory, its
+    /// components in order) is this entry at a depth where its tool looks.
+    pub(super) fn is_at(&self, rel: &[&str]) -> bool {
+        let want: Vec<&str> = self.name.split('/').collect();
+        if rel.len() < want.len() || (self.depth == Depth::Root && rel.len() != want.len()) {
+            return false;
+        }
+        let tail = &rel[rel.len() - want.len()..];
+        tail.iter().zip(&want).all(|(got, pat)| glob(pat, got))
     }
 }
 
-/// The list. Each entry's `runs` says which tool runs what.
-pub const HOST_RUN: &[HostRun] = &[
-    // git, on every status and commit of the user or an editor: the config's
-    // core.fsmonitor and hooks, aliases, filters, diff and merge drivers,
-    // credential helpers, and the hooks directory. Handled by its own pass
-    // (the directory a mount point, its config, hooks, info, commondir and
-    // worktrees read-only); a working directory without one gets an empty
-    // read-only `.git`, which git ignores as it looks further up.
-    entry(
-        ".git",
-        Git,
-        Any,
-        EmptyDir,
-        Repository,
-        "git: its config's core.fsmonitor, hooks, aliases, filters and credential helpers",
-    ),
-    // Claude Code: settings.json hooks and status line, commands, agents and
-    // skills, on its next start in that folder.
-    entry(
-        ".claude",
-        Dir,
-        Any,
-        EmptyDir,
-        Agent,
-        "Claude Code: settings hooks, commands and agents",
-    ),
-    // Claude Code: the MCP servers it starts (commands) in that folder.
-    entry(
-        ".mcp.json",
-        File,
-        Any,
-        Nothing,
-        Agent,
-        "Claude Code: the MCP servers it starts",
-    ),
-    // VS Code (and forks): tasks with runOn folderOpen, terminal profiles,
-    // settings naming interpreters and linters to run.
-    entry(
-        ".vscode",
-        Dir,
-        Any,
-        EmptyDir,
-        Editor,
-        "VS Code: tasks run on folder open, terminal and tool settings",
-    ),
-    // JetBrains IDEs: run configurations, startup tasks, external tools.
-    entry(
-        ".idea",
-        Dir,
-        Any,
-        EmptyDir,
-        Editor,
-        "JetBrains IDEs: run configurations and startup tasks",
-    ),
-    // direnv: shell code evaluated on every `cd` into the folder.
-    entry(
-        ".envrc",
-        File,
-        Any,
-        Nothing,
-        ToolManager,
-        "direnv: the shell code it evaluates on cd",
-    ),
-    // Mercurial: hooks in .hg/hgrc. No placeholder: hg takes an empty .hg
-    // for a broken repository instead of looking further up.
-    entry(".hg", Dir, Any, Nothing, Repository, "Mercurial: hooks in .hg/hgrc"),
-    // mise: hooks (enter, cd) and env commands run as the shell enters.
-    entry(
-        "mise.toml",
-        File,
-        Any,
-        Nothing,
-        ToolManager,
-        "mise: hooks and env commands run on cd",
-    ),
-    entry(
-        ".mise.toml",
-        File,
-        Any,
-        Nothing,
-        ToolManager,
-        "mise: hooks and env commands run on cd",
-    ),
-    entry(
-        "mise.local.toml",
-        File,
-        Any,
-        Nothing,
-        ToolManager,
-        "mise: hooks and env commands run on cd",
-    ),
-    entry(
-        ".mise.local.toml",
-        File,
-        Any,
-        Nothing,
-        ToolManager,
-        "mise: hooks and env commands run on cd",
-    ),
-    // git: the user's global config when the project is the home, or one a
-    // repository's config includes (include.path = ../.gitconfig).
-    entry(
-        ".gitconfig",
-        File,
-        Root,
-        Nothing,
-        Repository,
-        "git: global config of a home, or included by the repository's",
-    ),
-    // git: submodule URLs and paths it clones and checks out.
-    entry(
-        ".gitmodules",
-        File,
-        Root,
-        Nothing,
-        Repository,
-        "git: the submodules it clones and checks out",
-    ),
-    // Shells: start-up files, run by the next terminal when the project is
-    // the home. In another project they run only if sourced, and a new one
-    // is found at exit.
-    entry(
-        ".bashrc",
-        File,
-        Root,
-        EmptyFileInHome,
-        Shell,
-        "bash: start-up file of a home",
-    ),
-    entry(
-        ".bash_profile",
-        File,
-        Root,
-        EmptyFileInHome,
-        Shell,
-        "bash: start-up file of a home",
-    ),
-    entry(
-        ".bash_login",
-        File,
-        Root,
-        EmptyFileInHome,
-        Shell,
-        "bash: start-up file of a home",
-    ),
-    entry(
-        ".profile",
-        File,
-        Root,
-        EmptyFileInHome,
-        Shell,
-        "sh: start-up file of a home",
-    ),
-    entry(
-        ".zshrc",
-        File,
-        Root,
-        EmptyFileInHome,
-        Shell,
-        "zsh: start-up file of a home",
-    ),
-    entry(
-        ".zprofile",
-        File,
-        Root,
-        EmptyFileInHome,
-        Shell,
-        "zsh: start-up file of a home",
-    ),
-    entry(
-        ".zshenv",
-        File,
-        Root,
-        EmptyFileInHome,
-        Shell,
-        "zsh: start-up file of a home",
-    ),
-];
-
-/// What git runs code from or follows inside a repository's `.git`: a new
-/// one in a repository that was there at start is for the quarantine.
-pub const GIT_INNER: &[&str] = &["config", "config.worktree", "commondir", "hooks"];
-
-/// The entry named `name`, if any.
-pub fn find(name: &str) -> Option<&'static HostRun> {
-    HOST_RUN.iter().find(|h| h.name == name)
-}
-
-/// Whether a file or directory named `name` found below the working
-/// directory is an entry looked for at any depth.
-pub fn is_nested_name(name: &str) -> bool {
-    find(name).is_some_and(|h| h.depth == Depth::Any)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_single_components_and_unique() {
-        for (i, h) in HOST_RUN.iter().enumerate() {
-            assert!(!h.name.is_empty() && !h.name.contains('/'), "{}", h.name);
-            assert!(!h.runs.is_empty());
-            assert!(!HOST_RUN[..i].iter().any(|o| o.name == h.name), "{} twice", h.name);
-            // A placeholder file is never made outside a home, and never for
-            // a directory.
-            if h.missing == Missing::EmptyFileInHome {
-                assert_eq!(h.shape, Shape::File, "{}", h.name);
-            }
-            if h.missing == Missing::EmptyDir {
-                assert_ne!(h.shape, Shape::File, "{}", h.name);
-            }
-        }
-        assert!(is_nested_name(".git") && is_nested_name(".claude") && is_nested_name(".envrc"));
+/// `pattern` (at most one `*`, any run of characters) matches `name`.
+pub(super) fn glob(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((pre, post)) => name.len() >= pre.len() + post.len() && name.starts_with(pre) && name.ends_with(post),
     }
 }

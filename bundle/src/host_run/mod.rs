@@ -14,11 +14,13 @@
 mod classify;
 pub(crate) mod gitconfig;
 mod list;
+mod table;
 
 use std::path::{Path, PathBuf};
 
 pub use self::classify::{classify, Classifier, Rooted, Tree, Verdict};
-pub use self::list::{find, is_nested_name, Class, Depth, HostRun, Missing, Shape, GIT_INNER, HOST_RUN};
+pub use self::list::{Class, Depth, HostRun, Missing, Shape};
+pub use self::table::{find, is_nested_name, search_key, GIT_INNER, HOST_RUN};
 use crate::compile::PathKind;
 
 /// The host-run entries of a working directory: those of `found` (the one
@@ -32,7 +34,8 @@ pub fn present(
 ) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for (path, k) in found {
-        if !path.file_name().and_then(|n| n.to_str()).is_some_and(is_nested_name) {
+        let rel = path.strip_prefix(workdir).ok().and_then(Path::to_str);
+        if !rel.and_then(find).is_some_and(|h| h.depth == Depth::Any) {
             continue;
         }
         out.push(path.clone());

@@ -39,7 +39,7 @@ impl StdHost {
         let t = std::time::Instant::now();
         let w = Rc::new(super::env_index::walk(
             root,
-            "env-files+host-run",
+            &claude_shim_bundle::host_run::search_key(),
             matches,
             self.index_dir.as_deref(),
         )?);

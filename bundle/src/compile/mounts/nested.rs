@@ -73,10 +73,13 @@ impl Builder<'_, '_> {
         let wd = self.ctx.inv.workdir.clone();
         let mut repositories = Vec::new();
         for (path, kind) in self.search()? {
-            let Some(entry) = path.file_name().and_then(|n| n.to_str()).and_then(host_run::find) else {
+            let rel = path.strip_prefix(&wd).ok().and_then(|r| r.to_str()).unwrap_or("");
+            let Some(entry) = host_run::find(rel) else {
                 continue;
             };
-            if entry.depth != Depth::Any || !wanted(entry.name) || path.parent() == Some(wd.as_path()) {
+            // The top's own entries by their literal names are `protected`'s
+            // and `root_git`'s; a glob's matches at the top are this pass's.
+            if entry.depth != Depth::Any || !wanted(entry.name) || rel == entry.name {
                 continue;
             }
             if entry.shape == Shape::Git {

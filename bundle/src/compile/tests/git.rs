@@ -180,6 +180,48 @@ fn gitdir_files_are_read_only_and_name_repositories_protected_where_writable() {
     read_only(&c, "/home/u/proj/lib/.hooks");
 }
 
+/// The list's newer classes, each by the names its tool reads: at the top
+/// and below, globs and two-component names included, and the same names
+/// in folders the tools do not read left writable.
+#[test]
+fn hook_managers_tool_managers_and_toolchains_are_protected() {
+    let host = FakeHost::typical()
+        .file("/home/u/proj/.pre-commit-config.yaml")
+        .file("/home/u/proj/mise.ci.toml")
+        .file("/home/u/proj/.config/mise/config.toml")
+        .file("/home/u/proj/web/lefthook-local.yml")
+        .file("/home/u/proj/web/.husky/pre-commit")
+        .file("/home/u/proj/crate/rust-toolchain.toml")
+        .file("/home/u/proj/.tool-versions")
+        .file("/home/u/proj/tools/mise/config.toml")
+        .file("/home/u/proj/src/config.toml")
+        .file("/home/u/proj/docs/mise.md");
+    let c = run(&Policy::embedded_default(), &host, &inv());
+    for p in [
+        ".pre-commit-config.yaml",
+        "mise.ci.toml",
+        ".config/mise",
+        "web/lefthook-local.yml",
+        "web/.husky",
+        "crate/rust-toolchain.toml",
+        ".tool-versions",
+        "tools/mise/config.toml",
+    ] {
+        read_only(&c, &format!("/home/u/proj/{p}"));
+    }
+    for p in ["src/config.toml", "docs/mise.md"] {
+        assert!(mount_at(&c, &format!("/home/u/proj/{p}")).is_empty(), "{p}");
+    }
+    // None stood in for: a new one is for the quarantine at exit.
+    assert!(
+        !c.placeholders
+            .iter()
+            .any(|p| p.path.ends_with(".husky") || p.path.ends_with(".lefthook")),
+        "{:?}",
+        c.placeholders
+    );
+}
+
 #[test]
 fn entries_below_the_top_are_protected_as_at_the_top() {
     let host = FakeHost::typical()

@@ -141,9 +141,13 @@ fn husky_s_scripts_beside_its_hooks_and_a_gitdir_file_s_repository() {
     let t = Fake::default()
         .file(".git", "gitdir: repo.git\n")
         .repo("repo.git")
-        .file("repo.git/config", "[core]\nhooksPath = .husky/_\n");
-    is(&t, ".husky/pre-commit", Class::GitConfigured, ".husky");
-    is(&t, ".husky/_/h", Class::GitConfigured, ".husky");
+        .file("repo.git/config", "[core]\nhooksPath = tools/husky/_\n");
+    // husky's layout in another folder than its own name: the folder beside
+    // the hooks path by the rule, `.husky` anywhere by its name.
+    is(&t, "tools/husky/pre-commit", Class::GitConfigured, "tools/husky");
+    is(&t, "tools/husky/_/h", Class::GitConfigured, "tools/husky");
+    is(&t, "web/.husky/pre-commit", Class::HookManager, "web/.husky");
+    assert_eq!(class(&t, "tools/other.sh"), None);
     is(&t, ".git", Class::Repository, ".git");
     is(&t, "repo.git/config", Class::Repository, "repo.git");
 }
@@ -154,6 +158,34 @@ fn the_named_entries_at_their_depth() {
     is(&t, "sub/.claude/settings.json", Class::Agent, "sub/.claude");
     is(&t, "a/b/.envrc", Class::ToolManager, "a/b/.envrc");
     is(&t, ".bashrc", Class::Shell, ".bashrc");
+    is(
+        &t,
+        ".pre-commit-config.yaml",
+        Class::HookManager,
+        ".pre-commit-config.yaml",
+    );
+    is(
+        &t,
+        "a/.config/lefthook.yml",
+        Class::HookManager,
+        "a/.config/lefthook.yml",
+    );
+    is(&t, "lefthook-local.toml", Class::HookManager, "lefthook-local.toml");
+    is(&t, ".lefthook/pre-commit/x.sh", Class::HookManager, ".lefthook");
+    is(&t, ".config/mise/conf.d/a.toml", Class::ToolManager, ".config/mise");
+    is(&t, "w/mise/config.ci.toml", Class::ToolManager, "w/mise/config.ci.toml");
+    is(&t, "w/mise.ci.local.toml", Class::ToolManager, "w/mise.ci.local.toml");
+    is(
+        &t,
+        "crate/rust-toolchain.toml",
+        Class::Toolchain,
+        "crate/rust-toolchain.toml",
+    );
+    is(&t, ".tool-versions", Class::Toolchain, ".tool-versions");
+    is(&t, "x.code-workspace", Class::Editor, "x.code-workspace");
+    // The same names in a folder the tool does not read them from.
+    assert_eq!(class(&t, "src/config.toml"), None);
+    assert_eq!(class(&t, "docs/mise.md"), None);
     // A home's start-up file only at the top.
     assert_eq!(class(&t, "sub/.bashrc"), None);
 }

@@ -69,8 +69,12 @@ impl Runtime {
         for s in seccomp.iter().chain(&stacked) {
             seccomp_cache::prepare(s).with_context(|| format!("exec in container {id}"))?;
         }
+        let expect_seccomp = seccomp.is_some() || !stacked.is_empty();
+        // A notify profile is libcontainer's to load (its listener descriptor
+        // goes to the seccomp agent, vendor/libcontainer tenant_builder.rs).
+        let seccomp = seccomp.filter(|s| !libcontainer::seccomp::is_notify(s));
         let executor = ShimExecutor {
-            expect_seccomp: seccomp.is_some() || !stacked.is_empty(),
+            expect_seccomp,
             tenant_seccomp: seccomp,
             stacked_seccomp: stacked,
             expect_no_new_privs: false,

@@ -54,7 +54,7 @@ pub fn prepare(seccomp: &LinuxSeccomp) -> Result<()> {
 pub fn key(seccomp: &LinuxSeccomp, guard: bool) -> Result<Vec<u8>> {
     let profile = serde_json::to_vec(seccomp).context("serialize the seccomp profile")?;
     let mut key = format!(
-        "claude-shim seccomp program v1\nlibseccomp {}\narch {}\noptimize 2\nsocketcall guard {guard}\n",
+        "claude-shim seccomp program v2\nlibseccomp {}\narch {}\noptimize 2\nsocketcall guard {guard}\n",
         crate::runtime::guards::libseccomp_version(),
         std::env::consts::ARCH
     )

@@ -16,10 +16,17 @@ pub enum HookError {
     CommandExecute(#[source] std::io::Error),
     #[error("failed to encode container state")]
     EncodeContainerState(#[source] serde_json::Error),
-    #[error("hook command exited with non-zero exit code: {0}")]
+    // claude-shim: runc's words (its Go exec error), which its bats suite matches.
+    #[error("error running hook: exit status {0}")]
     NonZeroExitCode(i32),
-    #[error("hook command was killed by a signal")]
-    Killed,
+    #[error("error running hook: signal: {0}")]
+    Killed(String),
+    #[error("error running hook #{index}")]
+    Hook {
+        index: usize,
+        #[source]
+        source: Box<HookError>,
+    },
     #[error("failed to execute hook command due to a timeout")]
     Timeout,
     #[error("container state is required to run hook")]
@@ -55,109 +62,137 @@ pub fn run_hooks(
     }
 
     if let Some(hooks) = hooks {
-        for hook in hooks {
-            let mut hook_command = process::Command::new(hook.path());
-
-            if let Some(cwd) = cwd {
-                hook_command.current_dir(cwd);
-            }
-
-            // Based on OCI spec, the first argument of the args vector is the
-            // arg0, which can be different from the path.  For example, path
-            // may be "/usr/bin/true" and arg0 is set to "true". However, rust
-            // command differentiates arg0 from args, where rust command arg
-            // doesn't include arg0. So we have to make the split arg0 from the
-            // rest of args.
-            if let Some((arg0, args)) = hook.args().as_ref().and_then(|a| a.split_first()) {
-                tracing::debug!("run_hooks arg0: {:?}, args: {:?}", arg0, args);
-                hook_command.arg0(arg0).args(args)
-            } else {
-                hook_command.arg0(hook.path().display().to_string())
-            };
-
-            let envs: crate::workload::Envs = if let Some(env) = hook.env() {
-                utils::parse_env(env)
-            } else if let Some(default) = default_env {
-                default.clone()
-            } else {
-                crate::workload::Envs::new()
-            };
-            tracing::debug!("run_hooks envs: {:?}", envs);
-
-            let mut hook_process = hook_command
-                .env_clear()
-                .envs(envs)
-                .stdin(process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(process::Stdio::inherit())
-                .spawn()
-                .map_err(HookError::CommandExecute)?;
-            let hook_process_pid = Pid::from_raw(hook_process.id() as i32);
-            // Based on the OCI spec, we need to pipe the container state into
-            // the hook command through stdin.
-            if let Some(stdin) = &mut hook_process.stdin {
-                // We want to ignore BrokenPipe here. A BrokenPipe indicates
-                // either the hook is crashed/errored or it ran successfully.
-                // Either way, this is an indication that the hook command
-                // finished execution.  If the hook command was successful,
-                // which we will check later in this function, we should not
-                // fail this step here. We still want to check for all the other
-                // error, in the case that the hook command is waiting for us to
-                // write to stdin.
-                let encoded_state =
-                    serde_json::to_string(&oci_state).map_err(HookError::EncodeContainerState)?;
-                if let Err(e) = stdin.write_all(encoded_state.as_bytes()) {
-                    if e.kind() != ErrorKind::BrokenPipe {
-                        // Not a broken pipe. The hook command may be waiting
-                        // for us.
-                        let _ = signal::kill(hook_process_pid, signal::Signal::SIGKILL);
-                        return Err(HookError::WriteContainerState(e));
-                    }
-                }
-            }
-
-            let res = if let Some(timeout_sec) = hook.timeout() {
-                // Rust does not make it easy to handle executing a command and
-                // timeout. Here we decided to wait for the command in a
-                // different thread, so the main thread is not blocked. We use a
-                // channel shared between main thread and the wait thread, since
-                // the channel has timeout functions out of the box. Rust won't
-                // let us copy the Command structure, so we can't share it
-                // between the wait thread and main thread. Therefore, we will
-                // use pid to identify the process and send a kill signal. This
-                // is what the Command.kill() does under the hood anyway. When
-                // timeout, we have to kill the process and clean up properly.
-                let (s, r) = std::sync::mpsc::channel();
-                thread::spawn(move || {
-                    let res = hook_process.wait();
-                    let _ = s.send(res);
-                });
-                match r.recv_timeout(time::Duration::from_secs(timeout_sec as u64)) {
-                    Ok(res) => res,
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        // Kill the process. There is no need to further clean
-                        // up because we will be error out.
-                        let _ = signal::kill(hook_process_pid, signal::Signal::SIGKILL);
-                        return Err(HookError::Timeout);
-                    }
-                    Err(_) => {
-                        unreachable!();
-                    }
-                }
-            } else {
-                hook_process.wait()
-            };
-
-            match res {
-                Ok(exit_status) => match exit_status.code() {
-                    Some(0) => Ok(()),
-                    Some(exit_code) => Err(HookError::NonZeroExitCode(exit_code)),
-                    None => Err(HookError::Killed),
-                },
-                Err(e) => Err(HookError::CommandExecute(e)),
-            }?;
+        for (index, hook) in hooks.iter().enumerate() {
+            run_hook(hook, &oci_state, cwd, default_env).map_err(|source| HookError::Hook {
+                index,
+                source: Box::new(source),
+            })?;
         }
     }
+
+    Ok(())
+}
+
+/// "bad system call" for SIGSYS, as Go's os/exec says "signal: bad system call".
+fn signal_words(status: &process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(sig) = status.signal() else {
+        return "unknown".into();
+    };
+    // SAFETY: strsignal returns a pointer to a static or thread-local string.
+    let text = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) };
+    let text = text.to_string_lossy();
+    let mut c = text.chars();
+    c.next()
+        .map(|f| f.to_lowercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+fn run_hook(
+    hook: &Hook,
+    oci_state: &OciState,
+    cwd: Option<&Path>,
+    default_env: Option<&crate::workload::Envs>,
+) -> Result<()> {
+    let mut hook_command = process::Command::new(hook.path());
+
+    if let Some(cwd) = cwd {
+        hook_command.current_dir(cwd);
+    }
+
+    // Based on OCI spec, the first argument of the args vector is the
+    // arg0, which can be different from the path.  For example, path
+    // may be "/usr/bin/true" and arg0 is set to "true". However, rust
+    // command differentiates arg0 from args, where rust command arg
+    // doesn't include arg0. So we have to make the split arg0 from the
+    // rest of args.
+    if let Some((arg0, args)) = hook.args().as_ref().and_then(|a| a.split_first()) {
+        tracing::debug!("run_hooks arg0: {:?}, args: {:?}", arg0, args);
+        hook_command.arg0(arg0).args(args)
+    } else {
+        hook_command.arg0(hook.path().display().to_string())
+    };
+
+    let envs: crate::workload::Envs = if let Some(env) = hook.env() {
+        utils::parse_env(env)
+    } else if let Some(default) = default_env {
+        default.clone()
+    } else {
+        crate::workload::Envs::new()
+    };
+    tracing::debug!("run_hooks envs: {:?}", envs);
+
+    let mut hook_process = hook_command
+        .env_clear()
+        .envs(envs)
+        .stdin(process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(process::Stdio::inherit())
+        .spawn()
+        .map_err(HookError::CommandExecute)?;
+    let hook_process_pid = Pid::from_raw(hook_process.id() as i32);
+    // Based on the OCI spec, we need to pipe the container state into
+    // the hook command through stdin.
+    if let Some(stdin) = &mut hook_process.stdin {
+        // We want to ignore BrokenPipe here. A BrokenPipe indicates
+        // either the hook is crashed/errored or it ran successfully.
+        // Either way, this is an indication that the hook command
+        // finished execution.  If the hook command was successful,
+        // which we will check later in this function, we should not
+        // fail this step here. We still want to check for all the other
+        // error, in the case that the hook command is waiting for us to
+        // write to stdin.
+        let encoded_state = serde_json::to_string(&oci_state).map_err(HookError::EncodeContainerState)?;
+        if let Err(e) = stdin.write_all(encoded_state.as_bytes()) {
+            if e.kind() != ErrorKind::BrokenPipe {
+                // Not a broken pipe. The hook command may be waiting
+                // for us.
+                let _ = signal::kill(hook_process_pid, signal::Signal::SIGKILL);
+                return Err(HookError::WriteContainerState(e));
+            }
+        }
+    }
+
+    let res = if let Some(timeout_sec) = hook.timeout() {
+        // Rust does not make it easy to handle executing a command and
+        // timeout. Here we decided to wait for the command in a
+        // different thread, so the main thread is not blocked. We use a
+        // channel shared between main thread and the wait thread, since
+        // the channel has timeout functions out of the box. Rust won't
+        // let us copy the Command structure, so we can't share it
+        // between the wait thread and main thread. Therefore, we will
+        // use pid to identify the process and send a kill signal. This
+        // is what the Command.kill() does under the hood anyway. When
+        // timeout, we have to kill the process and clean up properly.
+        let (s, r) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let res = hook_process.wait();
+            let _ = s.send(res);
+        });
+        match r.recv_timeout(time::Duration::from_secs(timeout_sec as u64)) {
+            Ok(res) => res,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // Kill the process. There is no need to further clean
+                // up because we will be error out.
+                let _ = signal::kill(hook_process_pid, signal::Signal::SIGKILL);
+                return Err(HookError::Timeout);
+            }
+            Err(_) => {
+                unreachable!();
+            }
+        }
+    } else {
+        hook_process.wait()
+    };
+
+    match res {
+        Ok(exit_status) => match exit_status.code() {
+            Some(0) => Ok(()),
+            Some(exit_code) => Err(HookError::NonZeroExitCode(exit_code)),
+            None => Err(HookError::Killed(signal_words(&exit_status))),
+        },
+        Err(e) => Err(HookError::CommandExecute(e)),
+    }?;
 
     Ok(())
 }
@@ -166,7 +201,7 @@ pub fn run_hooks(
 mod test {
     use std::{env, fs};
 
-    use anyhow::{Context, Result, bail};
+    use anyhow::{bail, Context, Result};
     use oci_spec::runtime::HookBuilder;
     use serial_test::serial;
 
@@ -197,8 +232,7 @@ mod test {
     fn test_run_hook() -> Result<()> {
         {
             let default_container: Container = Default::default();
-            run_hooks(None, Some(&default_container.state), None, None, None)
-                .context("Failed simple test")?;
+            run_hooks(None, Some(&default_container.state), None, None, None).context("Failed simple test")?;
         }
 
         {
@@ -207,21 +241,11 @@ mod test {
 
             let hook = HookBuilder::default().path("true").build()?;
             let hooks = Some(vec![hook]);
-            run_hooks(
-                hooks.as_ref(),
-                Some(&default_container.state),
-                None,
-                None,
-                None,
-            )
-            .context("Failed true")?;
+            run_hooks(hooks.as_ref(), Some(&default_container.state), None, None, None).context("Failed true")?;
         }
 
         {
-            assert!(
-                is_command_in_path("printenv"),
-                "The printenv was not found."
-            );
+            assert!(is_command_in_path("printenv"), "The printenv was not found.");
             // Use `printenv` to make sure the environment is set correctly.
             let default_container: Container = Default::default();
             let hook = HookBuilder::default()
@@ -234,14 +258,8 @@ mod test {
                 .env(vec![String::from("key=value")])
                 .build()?;
             let hooks = Some(vec![hook]);
-            run_hooks(
-                hooks.as_ref(),
-                Some(&default_container.state),
-                None,
-                None,
-                None,
-            )
-            .context("Failed printenv test")?;
+            run_hooks(hooks.as_ref(), Some(&default_container.state), None, None, None)
+                .context("Failed printenv test")?;
         }
 
         {
@@ -312,17 +330,9 @@ mod test {
             .timeout(1)
             .build()?;
         let hooks = Some(vec![hook]);
-        match run_hooks(
-            hooks.as_ref(),
-            Some(&default_container.state),
-            None,
-            None,
-            None,
-        ) {
+        match run_hooks(hooks.as_ref(), Some(&default_container.state), None, None, None) {
             Ok(_) => {
-                bail!(
-                    "The test expects the hook to error out with timeout. Should not execute cleanly"
-                );
+                bail!("The test expects the hook to error out with timeout. Should not execute cleanly");
             }
             Err(HookError::Timeout) => {}
             Err(err) => {
@@ -401,14 +411,8 @@ mod test {
                 ])
                 .build()?;
             let hooks = Some(vec![hook]);
-            run_hooks(
-                hooks.as_ref(),
-                Some(&default_container.state),
-                None,
-                None,
-                None,
-            )
-            .context("Failed: hook without env and without default_env should have empty env")?;
+            run_hooks(hooks.as_ref(), Some(&default_container.state), None, None, None)
+                .context("Failed: hook without env and without default_env should have empty env")?;
         }
 
         Ok(())

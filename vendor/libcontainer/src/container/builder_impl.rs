@@ -44,6 +44,10 @@ pub(super) struct ContainerBuilderImpl {
     pub notify_path: PathBuf,
     /// Container state
     pub container: Option<Container>,
+    /// claude-shim: the container an `exec` joins, for its processes only
+    /// (the seccomp agent is told its state); `container` stays None there,
+    /// as it names what a failed create cleans up.
+    pub tenant_of: Option<Container>,
     /// File descriptos preserved/passed to the container init process.
     pub preserve_fds: i32,
     /// If the container is to be run in detached mode
@@ -179,7 +183,7 @@ impl ContainerBuilderImpl {
             console_socket: self.console_socket.as_ref().map(|c| c.as_raw_fd()),
             notify_listener,
             preserve_fds: self.preserve_fds,
-            container: self.container.to_owned(),
+            container: self.container.clone().or_else(|| self.tenant_of.clone()),
             user_ns_config: self.user_ns_config.to_owned(),
             cgroup_config,
             detached: self.detached,

@@ -136,6 +136,7 @@ impl InitContainerBuilder {
             user_ns_config,
             notify_path,
             container: Some(container.clone()),
+            tenant_of: None,
             preserve_fds: self.base.preserve_fds,
             detached: self.detached,
             executor: self.base.executor,

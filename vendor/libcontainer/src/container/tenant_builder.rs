@@ -277,6 +277,7 @@ impl TenantContainerBuilder {
             user_ns_config,
             notify_path: notify_path.clone(),
             container: None,
+            tenant_of: Some(container.clone()),
             preserve_fds: self.base.preserve_fds,
             detached: self.detached,
             executor: self.base.executor,
@@ -470,6 +471,17 @@ impl TenantContainerBuilder {
 
         if let Some(time_offsets) = spec_linux.time_offsets() {
             linux_builder = linux_builder.time_offsets(time_offsets.clone());
+        }
+
+        // claude-shim: a notify profile is loaded by the init code, as for
+        // the container's init, so that its listener descriptor reaches the
+        // seccomp agent (runc hands an exec'd process's to the agent too).
+        // Other profiles are the executor's to load (claude-shim).
+        #[cfg(feature = "libseccomp")]
+        if let Some(seccomp) = spec_linux.seccomp() {
+            if crate::seccomp::is_notify(seccomp) {
+                linux_builder = linux_builder.seccomp(seccomp.clone());
+            }
         }
 
         let linux = linux_builder.build()?;

@@ -60,6 +60,8 @@ pub enum SeccompError {
 
 type Result<T> = std::result::Result<T, SeccompError>;
 
+mod enosys;
+
 fn translate_arch(arch: Arch) -> ScmpArch {
     match arch {
         Arch::ScmpArchNative => ScmpArch::Native,
@@ -190,16 +192,17 @@ pub fn export_bpf(seccomp: &LinuxSeccomp) -> Result<Vec<u8>> {
         .map_err(|err| SeccompError::Export {
             source: std::io::Error::other(err.to_string()),
         })?;
-    let mut bpf = Vec::new();
+    // claude-shim: runc's -ENOSYS stub first (enosys.rs).
+    let mut bpf = enosys::stub_bytes(seccomp);
     file.seek(std::io::SeekFrom::Start(0))
         .and_then(|_| file.read_to_end(&mut bpf))
         .map_err(|source| SeccompError::Export { source })?;
     Ok(bpf)
 }
 
-/// The kernel's seccomp filter flags for the spec's flags; None when one has
-/// no plain-load equivalent (the program is then compiled and loaded by libseccomp).
-fn kernel_flags(seccomp: &LinuxSeccomp) -> Option<libc::c_ulong> {
+/// The kernel's seccomp filter flags for the spec's flags, and for a notify
+/// profile the listener's (with TSYNC, the kernel wants TSYNC_ESRCH beside it).
+fn kernel_flags(seccomp: &LinuxSeccomp) -> libc::c_ulong {
     let mut flags = 0;
     for flag in seccomp.flags().iter().flatten() {
         flags |= match flag {
@@ -208,10 +211,18 @@ fn kernel_flags(seccomp: &LinuxSeccomp) -> Option<libc::c_ulong> {
             LinuxSeccompFilterFlag::SeccompFilterFlagSpecAllow => {
                 libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW
             }
-            LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv => return None,
+            LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv => {
+                libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+            }
         };
     }
-    Some(flags)
+    if is_notify(seccomp) {
+        flags |= libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+        if flags & libc::SECCOMP_FILTER_FLAG_TSYNC != 0 {
+            flags |= libc::SECCOMP_FILTER_FLAG_TSYNC_ESRCH;
+        }
+    }
+    flags
 }
 
 /// Loads a precompiled program for `seccomp`, if one was provided; Ok(false) if none was.
@@ -219,9 +230,6 @@ fn load_precompiled(seccomp: &LinuxSeccomp) -> Result<bool> {
     if is_notify(seccomp) {
         return Ok(false);
     }
-    let Some(flags) = kernel_flags(seccomp) else {
-        return Ok(false);
-    };
     let list = match PRECOMPILED.lock() {
         Ok(list) => list,
         Err(_) => return Ok(false),
@@ -229,11 +237,19 @@ fn load_precompiled(seccomp: &LinuxSeccomp) -> Result<bool> {
     let Some((_, bpf)) = list.iter().find(|(s, _)| s == seccomp) else {
         return Ok(false);
     };
+    load_program(bpf, kernel_flags(seccomp)).map(|_| true)
+}
+
+/// seccomp(SECCOMP_SET_MODE_FILTER) of an exported program (native-endian
+/// sock_filter records); the listener descriptor when `flags` asks for one.
+fn load_program(bpf: &[u8], flags: libc::c_ulong) -> Result<Option<io::RawFd>> {
     let insn = std::mem::size_of::<libc::sock_filter>();
     if bpf.is_empty() || bpf.len() % insn != 0 || bpf.len() / insn > u16::MAX as usize {
-        return Ok(false);
+        return Err(SeccompError::LoadPrecompiled {
+            source: std::io::Error::other(format!("a program of {} bytes", bpf.len())),
+        });
     }
-    // The program is copied into aligned records; the bytes are native-endian sock_filters.
+    // The program is copied into aligned records.
     let program: Vec<libc::sock_filter> = bpf
         .chunks_exact(insn)
         .map(|c| libc::sock_filter {
@@ -256,12 +272,12 @@ fn load_precompiled(seccomp: &LinuxSeccomp) -> Result<bool> {
             &prog as *const libc::sock_fprog,
         )
     };
-    if rc != 0 {
+    if rc < 0 {
         return Err(SeccompError::LoadPrecompiled {
             source: std::io::Error::last_os_error(),
         });
     }
-    Ok(true)
+    Ok((flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER != 0).then_some(rc as io::RawFd))
 }
 
 #[tracing::instrument(level = "trace", skip(seccomp))]
@@ -270,25 +286,15 @@ pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
     if load_precompiled(seccomp)? {
         return Ok(None);
     }
-    let ctx = build_context(seccomp)?;
-
-    // In order to use the SECCOMP_SET_MODE_FILTER operation, either the calling
-    // thread must have the CAP_SYS_ADMIN capability in its user namespace, or
-    // the thread must already have the no_new_privs bit set.
+    // claude-shim: exported and loaded here rather than by libseccomp's
+    // seccomp_load, so that the program carries runc's -ENOSYS stub (as
+    // runc loads its patched program itself). In order to use the
+    // SECCOMP_SET_MODE_FILTER operation, either the calling thread must have
+    // the CAP_SYS_ADMIN capability in its user namespace, or the thread must
+    // already have the no_new_privs bit set.
     // Ref: https://man7.org/linux/man-pages/man2/seccomp.2.html
-    ctx.load()
-        .map_err(|err| SeccompError::LoadContext { source: err })?;
-
-    let fd = if is_notify(seccomp) {
-        Some(
-            ctx.get_notify_fd()
-                .map_err(|err| SeccompError::GetNotifyId { source: err })?,
-        )
-    } else {
-        None
-    };
-
-    Ok(fd)
+    let bpf = export_bpf(seccomp)?;
+    load_program(&bpf, kernel_flags(seccomp))
 }
 
 /// The libseccomp filter for a profile, ready to load or export.

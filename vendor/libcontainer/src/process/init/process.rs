@@ -496,6 +496,19 @@ pub fn container_init_process(
             )
             .map_err(|err| {
                 tracing::error!(?err, "failed to run start container hooks");
+                // claude-shim: they run after `start` returned, so no runtime
+                // waits to print this; the process's stderr says it, as
+                // runc's init does ("error running hook #0: ...").
+                let program = std::env::args_os()
+                    .next()
+                    .map(|a| Path::new(&a).file_name().unwrap_or_default().to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let line = format!(
+                    "{program}: error: failed to run startContainer hooks: {}\n",
+                    crate::error::chain_text(&err)
+                );
+                // SAFETY: write(2) of a buffer we own to fd 2.
+                unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
                 err
             })?;
         }

@@ -4,29 +4,8 @@
 //! createContainer hook runs. Each runs the same bundle under claude-shim and
 //! runc 1.1.5, prints both and compares them.
 
-use std::path::Path;
-use std::process::Output;
-
 use claude_shim_e2e::oracle::*;
 use claude_shim_e2e::*;
-
-/// `run` of `bundle` under claude-shim, then runc; both printed.
-fn run_both(env: &Env, bundle: &Path, name: &str) -> [Output; 2] {
-    let b = in_bundle(bundle);
-    let id = unique_id(name);
-    let ours = env.run(&run_args(&b, &id));
-    env.assert_no_leaks(&id);
-    let theirs = runc(env, &run_args(&b, &format!("runc-{id}")));
-    for (rt, out) in [("claude-shim", &ours), ("runc", &theirs)] {
-        eprintln!(
-            "{name} under {rt}: exit {:?}\nstdout: {:?}\nstderr: {:?}",
-            out.status.code(),
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-    }
-    [ours, theirs]
-}
 
 /// A terminal container whose /dev mount says `ro`: the console is made in
 /// /dev before it turns read-only (claude-shim failed at create with

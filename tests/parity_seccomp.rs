@@ -8,33 +8,11 @@
 use std::io::IoSliceMut;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixListener;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use claude_shim_e2e::oracle::*;
 use claude_shim_e2e::*;
 use serde_json::{json, Value};
-
-fn show(name: &str, rt: &str, out: &Output) {
-    eprintln!(
-        "{name} under {rt}: exit {:?}\nstdout: {:?}\nstderr: {:?}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
-
-/// `run` of `bundle` under claude-shim, then runc; both printed.
-fn run_both(env: &Env, bundle: &Path, name: &str) -> [Output; 2] {
-    let b = in_bundle(bundle);
-    let id = unique_id(name);
-    let ours = env.run(&run_args(&b, &id));
-    env.assert_no_leaks(&id);
-    let theirs = runc(env, &run_args(&b, &format!("runc-{id}")));
-    show(name, "claude-shim", &ours);
-    show(name, "runc", &theirs);
-    [ours, theirs]
-}
 
 /// A static program that makes syscall `nr` and prints its result and
 /// errno, bound at /probe in the container.

@@ -39,3 +39,26 @@ pub fn run_args<'a>(bundle: &'a [String], id: &'a str) -> Vec<&'a str> {
     v.push(id);
     v
 }
+
+/// One runtime's result, printed for the test's log.
+pub fn show(name: &str, rt: &str, out: &Output) {
+    eprintln!(
+        "{name} under {rt}: exit {:?}\nstdout: {:?}\nstderr: {:?}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// `run` of `bundle` under claude-shim (nothing left behind), then runc;
+/// both printed.
+pub fn run_both(env: &Env, bundle: &Path, name: &str) -> [Output; 2] {
+    let b = in_bundle(bundle);
+    let id = crate::unique_id(name);
+    let ours = env.run(&run_args(&b, &id));
+    env.assert_no_leaks(&id);
+    let theirs = runc(env, &run_args(&b, &format!("runc-{id}")));
+    show(name, "claude-shim", &ours);
+    show(name, "runc", &theirs);
+    [ours, theirs]
+}

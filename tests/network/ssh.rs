@@ -151,7 +151,9 @@ fn git_clones_over_ssh_through_the_proxy_when_the_port_is_allowed() {
     let refused = run("ssh-refused", "\"ssh.test\"");
     assert!(!refused.contains("cloned over ssh"), "{refused}");
     assert!(
-        refused.contains("the sandbox's network policy refuses ssh.test:22 (allow it as ssh.test:22, or *:22"),
+        refused.contains(
+            "failed to reach ssh.test:22: the sandbox's network policy refuses it (allow it as ssh.test:22, or *:22"
+        ),
         "{refused}"
     );
 }

@@ -247,13 +247,18 @@ pub fn refuse_home(project: &Path) -> Result<()> {
     };
     let home = std::fs::canonicalize(&home).unwrap_or(home);
     let why = "whose shell, git and desktop start-up files the host runs";
+    // Said here, before any other check blames what lies below it (the
+    // state directory, the temp directory).
+    if project == Path::new("/") {
+        bail!("run claude from a project directory: / is the whole host, which the sandbox would make writable");
+    }
     if project == home {
         bail!(
             "run claude from a project directory: {} is your home directory, {why}",
             project.display()
         );
     }
-    if home.starts_with(project) && project != Path::new("/") {
+    if home.starts_with(project) {
         bail!(
             "run claude from a project directory: {} holds your home directory {}, {why}",
             project.display(),

@@ -41,10 +41,12 @@ pub fn run(host: &str, port: u16) -> Result<i32> {
         .with_context(|| format!("ask the proxy for {target}"))?;
     match answer[1] {
         0 => {}
+        // Read after "failed to": the verb first.
         SOCKS_NOT_ALLOWED => bail!(
-            "the sandbox's network policy refuses {target} (allow it as {target}, or *:{port} for every allowed host)"
+            "reach {target}: the sandbox's network policy refuses it (allow it as {target}, or *:{port} for \
+             every allowed host; from the host, while this sandbox runs: claude-shim allow {target})"
         ),
-        code => bail!("the proxy could not reach {target} (SOCKS reply {code})"),
+        code => bail!("reach {target}: the proxy could not (SOCKS reply {code})"),
     }
     s.set_read_timeout(None)?;
     relay(s)?;

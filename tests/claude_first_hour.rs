@@ -2,8 +2,9 @@
 //! item 3), each with the real `claude` CLI and the real binary: settings
 //! that turn Claude Code's own sandbox on, a relative `--root` with
 //! `--per-command`, a project the user cannot write, claude-shim run inside
-//! its own sandbox, an upstream that does not answer, and refusals watched
-//! while the sandbox runs.
+//! its own sandbox, an upstream that does not answer, refusals watched
+//! while the sandbox runs and read after it ended, and the messages of a
+//! project at `/` and of ssh refused by the policy.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -239,10 +240,13 @@ fn denials_follow_shows_refusals_while_the_sandbox_runs() {
         assert!(sandbox.try_wait().unwrap().is_none(), "the sandbox ended early");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // From the project: its running sandbox.
     let mut follow = Command::new(shim_path())
         .arg("--root")
         .arg(&w.root)
         .args(["denials", "--follow"])
+        .current_dir(&w.proj)
+        .env("HOME", &w.home)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -269,4 +273,70 @@ fn denials_follow_shows_refusals_while_the_sandbox_runs() {
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     assert!(follow.wait().unwrap().success(), "follow: {rest:?}");
     assert!(!rest.iter().any(|l| l.starts_with(want)), "printed twice: {rest:?}");
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with(want) && l.contains("; to allow it: claude-shim --root ")),
+        "offered no command: {seen:?}"
+    );
+    // After the run, from its kept network log (it failed with `no running sandbox`).
+    let after = Command::new(shim_path())
+        .arg("--root")
+        .arg(&w.root)
+        .arg("denials")
+        .current_dir(&w.proj)
+        .env("HOME", &w.home)
+        .output()
+        .unwrap();
+    let out = text(&after.stdout);
+    assert!(after.status.success(), "{}{out}", text(&after.stderr));
+    assert!(out.contains("(ended; from its kept network log)"), "{out}");
+    assert!(out.contains(&format!("{want} (not on the allowlist)\n")), "{out}");
+}
+
+/// `claude --per-command` from `/` names `/`, not the state directory
+/// below it (it said `the state directory ... lies in the project /`).
+#[test]
+fn a_project_at_the_root_is_named() {
+    let w = World::new(None);
+    let mock = MockApi::start(&[]);
+    let mut c = w.command(&shim_path(), &mock);
+    c.current_dir("/")
+        .arg("--root")
+        .arg(&w.root)
+        .args(["claude", "--per-command", "--", "-p", "hi"]);
+    let out = output_of(c, w.dir.path());
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(
+        err.trim(),
+        "claude-shim: error: failed to run claude from a project directory: / is the whole host, which the sandbox would make writable"
+    );
+}
+
+/// ssh refused by the policy reads as one sentence after "failed to" (it
+/// read `failed to the sandbox's network policy refuses ...`).
+#[test]
+fn ssh_refused_by_the_policy_reads_as_a_sentence() {
+    let w = World::new(None);
+    let mock = MockApi::start(&[]);
+    let mut c = w.command(&shim_path(), &mock);
+    c.arg("--root").arg(&w.root).args([
+        "sandbox",
+        "--",
+        "/dev/.claude-shim-connect",
+        "__connect",
+        "refused.example",
+        "22",
+    ]);
+    let out = output_of(c, w.dir.path());
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(
+            "claude-shim: error: failed to reach refused.example:22: the sandbox's network policy refuses it \
+             (allow it as refused.example:22, or *:22 for every allowed host; from the host, while this sandbox \
+             runs: claude-shim allow refused.example:22)"
+        ),
+        "{err}"
+    );
 }

@@ -25,12 +25,16 @@ mod container;
 #[path = "network/probes.rs"]
 mod probes;
 
+#[path = "network/allow.rs"]
+mod allow;
 #[path = "network/allowlist.rs"]
 mod allowlist;
 #[path = "network/none.rs"]
 mod none;
 #[path = "network/public.rs"]
 mod public;
+#[path = "network/publish.rs"]
+mod publish;
 
 #[path = "network/helpers.rs"]
 mod helpers;

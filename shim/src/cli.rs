@@ -101,8 +101,12 @@ pub enum Command {
     Policy(PolicyArgs),
     /// What sandboxes left that the host would run, moved aside at their exit: `list`, `restore RUN`
     Quarantine(QuarantineArgs),
-    /// The hosts a running sandbox's proxy refused (`--follow`: as they happen, until it ends)
+    /// The hosts a sandbox's proxy refused, while it runs (`--follow`: as they happen) or after it ended
     Denials(DenialsArgs),
+    /// Admit a host in a running sandbox at once (its proxy reloads the list): HOST[:PORT], *.DOMAIN, *:PORT
+    Allow(ChangeArgs),
+    /// Refuse a host in a running sandbox at once (undoes an `allow`; a wider entry gets a deny entry)
+    Deny(ChangeArgs),
     /// Check this machine for what claude-shim needs: one line per check, with what to do
     Doctor(Doctor),
 
@@ -160,6 +164,10 @@ pub struct Sandbox {
     /// A root filesystem to use instead of the host's (read-only either way)
     #[arg(long)]
     pub rootfs: Option<PathBuf>,
+    /// Make a TCP port the sandbox listens on reachable from the host at
+    /// 127.0.0.1:HOSTPORT (repeatable; inbound only, in every network mode)
+    #[arg(long, value_name = "[HOSTPORT:]PORT")]
+    pub publish: Vec<String>,
     /// The command and its arguments
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -173,6 +181,10 @@ pub struct Claude {
     /// Run claude on the host and each of its Bash commands in a sandbox rooted at the project
     #[arg(long)]
     pub per_command: bool,
+    /// Make a TCP port the agent serves on reachable from the host at
+    /// 127.0.0.1:HOSTPORT (repeatable; whole agent only)
+    #[arg(long, value_name = "[HOSTPORT:]PORT")]
+    pub publish: Vec<String>,
     /// Arguments for claude
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
@@ -199,8 +211,23 @@ pub struct DenialsArgs {
     /// Keep printing new refusals until the sandbox ends
     #[arg(short, long)]
     pub follow: bool,
-    /// The sandbox (default: the one that started last)
+    /// The run (default: the running sandbox of this project, else its last run that kept a network log)
+    #[arg(value_name = "RUN")]
     pub id: Option<String>,
+}
+
+/// `allow`/`deny [--run ID] [--save] ENTRY`.
+#[derive(Args, Debug)]
+pub struct ChangeArgs {
+    /// The running sandbox (default: the only running sandbox of this project)
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// Also write the change into the policy file the run started from (not an embedded policy)
+    #[arg(long)]
+    pub save: bool,
+    /// HOST, HOST:PORT, *.DOMAIN[:PORT] or *:PORT, as in the policy's lists
+    #[arg(value_name = "HOST[:PORT]")]
+    pub entry: String,
 }
 
 #[derive(Args, Debug)]

@@ -144,9 +144,9 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
             cli::PolicyCommand::Import { file } => commands::claude::policy_import(file.as_deref()),
         },
         Command::Quarantine(a) => commands::quarantine::quarantine(a),
-        Command::Denials(a) => {
-            crate::sandbox::follow::denials(&rt.root.join(".claude-shim"), a.id.as_deref(), a.follow)
-        }
+        Command::Denials(a) => crate::sandbox::follow::denials(&rt, a.id.as_deref(), a.follow),
+        Command::Allow(a) => commands::allow::change(&rt, crate::network::policy::change::Op::Allow, a),
+        Command::Deny(a) => commands::allow::change(&rt, crate::network::policy::change::Op::Deny, a),
         Command::Probe(_)
         | Command::Connect(_)
         | Command::Man { .. }

@@ -1,5 +1,5 @@
 //! The one-shot `sandbox --policy FILE` command reaches exactly the hosts its
-//! policy lists.
+//! policy lists, with ports published or not.
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use crate::world::World;
 
 /// The one-shot command a user types: `sandbox --policy FILE -- curl ...`
 /// reaches exactly the hosts on the list.
-fn sandbox_reaches_exactly_the_listed_hosts(env: &Env, world: &World, name: &str) {
+fn sandbox_reaches_exactly_the_listed_hosts(env: &Env, world: &World, name: &str, extra: &[&str]) {
     let policy = policy_file(env, name, VERIFY_ALLOWLIST);
     let work = workdir(env, name);
     let script = r#"
@@ -21,7 +21,11 @@ done
 echo "body $(curl -s --max-time 5 http://api.wild.test/)"
 echo "direct $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --noproxy '*' http://198.20.123.2/)"
 "#;
-    let out = world.sandbox_sh(env, &policy, &work, script);
+    let (p, w) = (policy.to_str().unwrap(), work.to_str().unwrap());
+    let mut args = vec!["sandbox", "--policy", p, "--workdir", w];
+    args.extend(extra);
+    args.extend(["--", "sh", "-c", script]);
+    let out = world.run(env, &args);
     assert!(
         out.status.success(),
         "sandbox: {}",
@@ -48,7 +52,18 @@ echo "direct $(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --noproxy '*'
 #[test]
 fn sandbox_with_a_policy_file_reaches_exactly_the_listed_hosts() {
     let world = World::new();
-    sandbox_reaches_exactly_the_listed_hosts(&Env::new(), &world, "sb-allow");
+    sandbox_reaches_exactly_the_listed_hosts(&Env::new(), &world, "sb-allow", &[]);
     let (uid, gid) = test_user();
-    sandbox_reaches_exactly_the_listed_hosts(&Env::as_user(uid, gid), &world, "rsb-allow");
+    sandbox_reaches_exactly_the_listed_hosts(&Env::as_user(uid, gid), &world, "rsb-allow", &[]);
+}
+
+/// A published port opens no way out: the same hosts and no others, with
+/// the host's 18080 (which 18081 is published beside) still out of reach.
+#[test]
+fn a_published_port_opens_no_way_out() {
+    let world = World::new();
+    let publish = ["--publish", "18081:18080", "--publish", "8000"];
+    sandbox_reaches_exactly_the_listed_hosts(&Env::new(), &world, "sb-publish", &publish);
+    let (uid, gid) = test_user();
+    sandbox_reaches_exactly_the_listed_hosts(&Env::as_user(uid, gid), &world, "rsb-publish", &publish);
 }

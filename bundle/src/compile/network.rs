@@ -1,6 +1,8 @@
-//! The network pass: the mode and the egress lists travel to the network
-//! helper as annotations (`run.claude-shim.network`,
-//! `run.claude-shim.network.policy`); in allowlist mode the environment
+//! The network pass: the mode, the egress lists and the published ports
+//! travel to the network helper as annotations (`run.claude-shim.network`,
+//! `run.claude-shim.network.policy`, `run.claude-shim.network.publish`),
+//! with the run's working directory (`run.claude-shim.workdir`, which
+//! `allow` and `denials` find a project's runs by); in allowlist mode the environment
 //! points every client at the sandbox's proxy inside its network namespace.
 
 use std::collections::HashMap;
@@ -47,6 +49,14 @@ pub(crate) fn annotations(ctx: &Ctx<'_>, ann: &mut HashMap<String, String>) {
     ann.insert(
         annotations::NETWORK_POLICY.to_owned(),
         serde_json::to_string(&body).expect("strings serialize"),
+    );
+    if !net.publish.is_empty() {
+        let list: Vec<String> = net.publish.iter().map(|p| p.to_string()).collect();
+        ann.insert(annotations::NETWORK_PUBLISH.to_owned(), list.join(","));
+    }
+    ann.insert(
+        annotations::WORKDIR.to_owned(),
+        ctx.inv.workdir.to_string_lossy().into_owned(),
     );
 }
 

@@ -317,6 +317,9 @@ pub struct Network {
     pub deny: Vec<HostPattern>,
     #[serde(default)]
     pub allow_cidrs: Vec<CidrRule>,
+    /// Ports the sandbox serves on the host's loopback, in every mode.
+    #[serde(default)]
+    pub publish: Vec<Publish>,
 }
 
 /// What `claude-shim claude` adds to the sandbox.

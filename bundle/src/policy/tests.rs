@@ -204,6 +204,11 @@ fn cross_field_errors_are_named() {
         "network.allow: host names are filtered only",
     );
     assert_error(
+        "[network]\npublish = [\"8080:3000\", \"8080\"]",
+        "network.publish[1]: host port 8080 is published twice",
+    );
+    assert_error("[network]\npublish = [\"0\"]", "network.publish[0]:");
+    assert_error(
         "[filesystem]\nunprotected = [\"src/\"]",
         "filesystem.unprotected[0]: src/ is not a built-in protected path",
     );

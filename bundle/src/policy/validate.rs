@@ -152,6 +152,14 @@ impl Policy {
         }
 
         let net = &self.network;
+        for (i, p) in net.publish.iter().enumerate() {
+            if net.publish[..i].iter().any(|q| q.host == p.host) {
+                return err(
+                    format!("network.publish[{i}]"),
+                    format!("host port {} is published twice", p.host),
+                );
+            }
+        }
         match net.mode {
             NetworkMode::None => {
                 for (field, empty) in [

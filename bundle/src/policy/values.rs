@@ -18,6 +18,6 @@ pub use environment::{EnvName, EnvPattern};
 pub use filesystem::{
     AbsPath, Access, AfterEffects, BindPath, HomeMode, HostPath, PolicyPath, RootSource, Tmp, WorkdirPath,
 };
-pub use network::{CidrRule, HostPattern, NetworkMode};
+pub use network::{CidrRule, HostPattern, NetworkMode, Publish};
 pub use process::{ByteSize, CapabilityName, RlimitName, UserNamespace};
 pub use seccomp::{ProfileRef, SyscallName};

@@ -32,6 +32,12 @@ pub const SYSTEMD_CGROUP_ENV: &str = "CLAUDE_SHIM_SHELL_SYSTEMD_CGROUP";
 
 pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     if args.per_command {
+        if let Some(p) = args.publish.first() {
+            bail!(
+                "use --publish {p} with --per-command: nothing a Bash call starts outlives the call, so no server \
+                 stays to publish; run the whole agent (without --per-command)"
+            );
+        }
         return per_command(rt, args);
     }
     foreground::defer_termination()?;
@@ -52,7 +58,8 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     }
     let inv = sandbox::invocation(None, None, &argv, caller_has_terminal())?;
     let run_as = sandbox::run_as(&inv);
-    let base = sandbox::load_policy(args.policy.as_deref())?;
+    let mut base = sandbox::load_policy(args.policy.as_deref())?;
+    sandbox::add_published(&mut base, &args.publish)?;
     let name = claude::config_dir_name(run_as);
     // Refused before anything is made: the sandbox reaches the directory
     // through the host's folders above it, unless the home is empty (then

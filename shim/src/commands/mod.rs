@@ -1,5 +1,6 @@
 //! One thin function per verb: turn arguments into a runtime call and an exit code.
 
+pub mod allow;
 pub mod claude;
 pub mod create;
 pub mod doctor;

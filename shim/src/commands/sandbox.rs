@@ -18,7 +18,8 @@ fn is_tty(fd: i32) -> bool {
 pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     // A Ctrl-C from here on is handled, not fatal: nothing may be left behind.
     foreground::defer_termination()?;
-    let policy = sandbox::load_policy(args.policy.as_deref())?;
+    let mut policy = sandbox::load_policy(args.policy.as_deref())?;
+    sandbox::add_published(&mut policy, &args.publish)?;
     let inv = sandbox::invocation(
         args.workdir.as_deref(),
         args.rootfs.as_deref(),

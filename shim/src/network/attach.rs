@@ -67,16 +67,20 @@ pub fn attach(plan: &mut Plan, id: &str, state_dir: &Path, init_pid: i32, record
     plan.join_user = ns.user.is_some();
     plan.save(state_dir)?;
 
-    match plan.mode {
-        Mode::None => {
-            netns::loopback(&ns, &[]).context("bring up lo")?;
-        }
-        Mode::Allowlist | Mode::Public => {
-            let (helper, helper_pid) = start_watch(id, state_dir, init_pid, init_start, &ns, record)?;
-            if plan.mode == Mode::Public {
-                filter_public(plan, init_pid, &ns, helper_pid)
-                    .with_context(|| format!("filter the egress of {helper}"))?;
-            }
+    if plan.mode == Mode::None {
+        netns::loopback(&ns, &[]).context("bring up lo")?;
+    }
+    if plan.mode != Mode::None || !plan.publish.is_empty() {
+        let published = std::mem::take(&mut plan.published);
+        let helpers = start_watch(id, state_dir, init_pid, init_start, &ns, &published, record)?;
+        drop(published);
+        if plan.mode == Mode::Public {
+            let pasta = helpers
+                .iter()
+                .find(|(n, _)| n == "pasta")
+                .map(|(_, p)| *p)
+                .ok_or_else(|| anyhow!("start pasta for container {id}: the watch started no pasta"))?;
+            filter_public(plan, init_pid, &ns, pasta).context("filter the egress of pasta")?;
         }
     }
     tracing::debug!(
@@ -87,14 +91,17 @@ pub fn attach(plan: &mut Plan, id: &str, state_dir: &Path, init_pid: i32, record
     Ok(())
 }
 
+/// Forks the watch, which starts the helpers (`watch::run`) and reports
+/// them; each is recorded. Returns their names and pids.
 fn start_watch(
     id: &str,
     state_dir: &Path,
     init_pid: i32,
     init_start: u64,
     ns: &netns::NsFds,
+    published: &[std::os::fd::OwnedFd],
     record: &mut Record<'_>,
-) -> Result<(String, i32)> {
+) -> Result<Vec<(String, i32)>> {
     let opts = HelperOpts {
         id: id.to_owned(),
         state_dir: state_dir.to_owned(),
@@ -102,24 +109,34 @@ fn start_watch(
         init_start,
     };
     let t = Instant::now();
+    // After the namespaces, at publish::first_fd, as the watch expects them.
+    let mut fds = ns.for_helper();
+    fds.extend(published.iter());
     // Forked, not exec'd (process::fork_helper): this process is single-threaded here.
-    let (ready, _) = process::fork_helper(&ns.for_helper(), Duration::from_secs(15), true, || watch::run(&opts))
+    let (ready, _) = process::fork_helper(&fds, Duration::from_secs(15), true, || watch::run(&opts))
         .with_context(|| format!("start the network helpers of container {id}"))?;
-    // "ok <watch pid> <helper name> <helper pid>"
-    let (watch_pid, name, pid) = match ready.words.as_slice() {
-        [_, w, n, p] => (
-            w.parse::<i32>().map_err(|_| anyhow!("read the watch pid {w:?}"))?,
-            n.clone(),
-            p.parse::<i32>().map_err(|_| anyhow!("read the {n} pid {p:?}"))?,
-        ),
-        other => bail!("start the network helpers of container {id}: unexpected answer {other:?}"),
-    };
-    tracing::debug!("{id}: watch and {name} ready in {} ms", t.elapsed().as_millis());
-    for (n, p) in [("watch", watch_pid), (name.as_str(), pid)] {
-        let start = process::start_time(p).ok_or_else(|| anyhow!("start {n} for container {id}: it exited at once"))?;
-        record(n, p, start)?;
+    // "ok <watch pid> (<helper name> <helper pid>)..."
+    let words = &ready.words;
+    let bad = || anyhow!("start the network helpers of container {id}: unexpected answer {words:?}");
+    if words.len() < 4 || words.len() % 2 != 0 {
+        return Err(bad());
     }
-    Ok((name, pid))
+    let watch_pid = words[1].parse::<i32>().map_err(|_| bad())?;
+    let mut helpers = vec![("watch".to_owned(), watch_pid)];
+    for pair in words[2..].chunks(2) {
+        helpers.push((pair[0].clone(), pair[1].parse::<i32>().map_err(|_| bad())?));
+    }
+    tracing::debug!(
+        "{id}: network helpers {helpers:?} ready in {} ms",
+        t.elapsed().as_millis()
+    );
+    for (n, p) in &helpers {
+        let start =
+            process::start_time(*p).ok_or_else(|| anyhow!("start {n} for container {id}: it exited at once"))?;
+        record(n, *p, start)?;
+    }
+    helpers.remove(0);
+    Ok(helpers)
 }
 
 /// Waits for pasta's routes, then installs and proves the egress filter.

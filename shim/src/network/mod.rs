@@ -4,13 +4,15 @@
 //! network namespace: loopback only (none; in a namespace someone else wired,
 //! such as a Kubernetes pod's, a filter that passes only lo), a proxy that
 //! admits the listed hosts (allowlist), or pasta behind an nftables filter
-//! (public). Helpers
+//! (public); in any mode, published ports forwarded from the host's
+//! loopback (`publish`). Helpers
 //! started here are recorded in the container's meta.json as they start and
 //! stopped at delete (`stop_helpers`). Every failure refuses the container.
 
 mod args;
 mod attach;
 pub mod connect;
+pub mod control;
 pub mod gateway;
 mod helpers;
 pub mod log;
@@ -22,6 +24,8 @@ pub mod policy;
 mod prepare;
 pub mod process;
 pub mod proxy;
+pub mod publish;
+mod relay;
 pub mod routing;
 pub mod watch;
 pub mod wire;

@@ -70,6 +70,15 @@ unsafe fn enter(user: RawFd, net: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Moves this process into the namespaces, for good: every socket it makes
+/// from then on is made there (sockets it already has stay where they were
+/// made). Joining a user namespace needs a single-threaded process.
+pub fn join(ns: &NsFds) -> Result<()> {
+    let (user, net) = ns.raw();
+    // SAFETY: setns on descriptors we hold.
+    unsafe { enter(user, net) }.context("setns")
+}
+
 /// Runs `program args` inside the namespace, `stdin` on its standard input.
 pub fn run_in(ns: &NsFds, program: &Path, args: &[&str], stdin: Option<&[u8]>) -> Result<Output> {
     use std::io::Write;

@@ -31,9 +31,20 @@ pub struct Plan {
     /// tools it lets through (allowlist mode only).
     #[serde(default)]
     pub gateway: Option<super::gateway::Config>,
+    /// The ports published on the host's loopback, as (host port, port inside).
+    #[serde(default)]
+    pub publish: Vec<(u16, u16)>,
+    /// The run's working directory (annotation `run.claude-shim.workdir`),
+    /// which the proxy log names so that a kept log is found by project.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
     /// Unprivileged: where the createContainer hook sends the container's namespaces.
     #[serde(skip)]
     pub(super) ns_socket: Option<std::os::fd::OwnedFd>,
+    /// The listening sockets on 127.0.0.1 of `publish`, in its order, bound
+    /// before the container exists so that a taken port refuses it.
+    #[serde(skip)]
+    pub(super) published: Vec<std::os::fd::OwnedFd>,
 }
 
 impl Plan {

@@ -3,6 +3,7 @@
 //! `create`, then consulted by the proxy for every request and compiled into
 //! nftables rules for public mode. Pure logic: no sockets, no kernel calls.
 
+pub mod change;
 mod entries;
 mod error;
 mod host;

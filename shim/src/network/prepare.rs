@@ -14,6 +14,7 @@ use super::gateway;
 use super::netns;
 use super::plan::Plan;
 use super::policy::{Mode, Policy, RawPolicy, MODE_ANNOTATION, POLICY_ANNOTATION};
+use claude_shim_bundle::annotations::{NETWORK_PUBLISH as PUBLISH_ANNOTATION, WORKDIR as WORKDIR_ANNOTATION};
 
 /// The environment of an allowlist sandbox (the contract with the policy crate).
 pub const PROXY_ENV: &[(&str, &str)] = &[
@@ -129,6 +130,20 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         ),
         None => None,
     };
+    let publish = match annotations.get(PUBLISH_ANNOTATION) {
+        Some(list) => super::publish::parse(list).with_context(|| format!("read annotation {PUBLISH_ANNOTATION}"))?,
+        None => Vec::new(),
+    };
+    if !publish.is_empty() && netns.path().is_some() {
+        bail!(
+            "publish ports: the spec joins the network namespace {} (a pod's); publish them through its engine",
+            netns
+                .path()
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
+    }
     let mut plan = Plan {
         mode,
         policy: raw,
@@ -137,6 +152,9 @@ pub fn prepare(spec: &mut Spec, state_dir: &Path) -> Result<Option<Plan>> {
         pasta: None,
         nft: None,
         gateway,
+        published: super::publish::bind(&publish)?,
+        publish,
+        workdir: annotations.get(WORKDIR_ANNOTATION).map(PathBuf::from),
         ns_socket: None,
     };
     match mode {

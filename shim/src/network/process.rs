@@ -333,6 +333,63 @@ pub fn shed_start_up_pages() {
     unsafe { libc::malloc_trim(0) };
 }
 
+/// A helper's life: until the container's init (`init`, a pidfd) exits or a
+/// blocked signal arrives on `sigfd`; says which.
+pub fn wait_for_end(init: &OwnedFd, sigfd: &nix::sys::signalfd::SignalFd) -> String {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    loop {
+        let mut fds = [
+            PollFd::new(init.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return format!("poll failed: {e}"),
+        }
+        if fds[0].any().unwrap_or(false) {
+            return "the container's init exited".into();
+        }
+        if fds[1].any().unwrap_or(false) {
+            return match sigfd.read_signal() {
+                Ok(Some(s)) => format!("signal {}", s.ssi_signo),
+                _ => "a signal".into(),
+            };
+        }
+    }
+}
+
+/// Gives up root (a helper that only makes connections needs nothing of it).
+pub fn drop_to_nobody() -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let nobody = 65534;
+    // SAFETY: plain credential system calls.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(nobody, nobody, nobody) != 0
+            || libc::setresuid(nobody, nobody, nobody) != 0
+        {
+            return Err(std::io::Error::last_os_error()).context("drop privileges to nobody");
+        }
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    }
+    Ok(())
+}
+
+/// SIGTERM, SIGINT and SIGHUP blocked and read from a signalfd: how a
+/// helper learns it is to stop. Called before the helper starts a thread.
+pub fn end_signals() -> Result<nix::sys::signalfd::SignalFd> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        mask.add(s);
+    }
+    mask.thread_block().context("block signals")?;
+    nix::sys::signalfd::SignalFd::new(&mask).context("create a signalfd")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,9 +8,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
@@ -18,9 +17,12 @@ use ipnet::IpNet;
 use serde_json::json;
 
 use super::args::HelperOpts;
+use super::control;
 use super::log::Log;
 use super::plan::Plan;
-use super::policy::{blocked_with_local, Decision, Host, Policy};
+use super::policy::change;
+use super::policy::{blocked_with_local, Decision, Host, Policy, RawPolicy};
+use super::relay::{copy_then_shutdown, tunnel};
 use super::wire::*;
 use super::{netns, process, routing};
 
@@ -31,8 +33,15 @@ const MAX_HEAD: usize = 64 * 1024;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The lists the proxy decides by: the run's policy, as `claude-shim
+/// allow`/`deny` have changed it since.
+struct Lists {
+    raw: RawPolicy,
+    policy: Arc<Policy>,
+}
+
 struct Shared {
-    policy: Policy,
+    lists: RwLock<Lists>,
     blocked: Vec<IpNet>,
     log: Log,
     active: AtomicUsize,
@@ -48,25 +57,6 @@ fn host_blocked() -> Vec<IpNet> {
             .into_iter()
             .chain(routing::host_addresses().into_iter().map(IpNet::from)),
     )
-}
-
-/// Gives up root: the proxy needs nothing but outgoing connections.
-fn drop_privileges() -> Result<()> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
-    let nobody = 65534;
-    // SAFETY: plain credential system calls.
-    unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setresgid(nobody, nobody, nobody) != 0
-            || libc::setresuid(nobody, nobody, nobody) != 0
-        {
-            return Err(io::Error::last_os_error()).context("drop privileges to nobody");
-        }
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    }
-    Ok(())
 }
 
 /// The proxy helper (forked by `__network watch`): set up, report ready, serve until the
@@ -103,26 +93,22 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
     let socks: TcpListener = fds.pop().map(Into::into).context("the SOCKS listener")?;
     let http: TcpListener = fds.pop().map(Into::into).context("the HTTP listener")?;
     let log = Log::open(&opts.state_dir.join("proxy.log"), &opts.id)?;
+    // Bound as the runtime's user, before the privileges go.
+    let control = control::Server::bind(&opts.state_dir)?;
     let shared = Arc::new(Shared {
-        policy: plan.policy()?,
+        lists: RwLock::new(Lists {
+            raw: plan.policy.clone(),
+            policy: Arc::new(plan.policy()?),
+        }),
         blocked: host_blocked(),
         log,
         active: AtomicUsize::new(0),
         gateway,
     });
-    drop_privileges()?;
+    process::drop_to_nobody()?;
 
     // Blocked before any thread exists, so only the signalfd sees them.
-    let mut mask = nix::sys::signal::SigSet::empty();
-    for s in [
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGINT,
-        nix::sys::signal::Signal::SIGHUP,
-    ] {
-        mask.add(s);
-    }
-    mask.thread_block().context("block signals")?;
-    let sigfd = nix::sys::signalfd::SignalFd::new(&mask).context("create a signalfd")?;
+    let sigfd = process::end_signals()?;
     let mut listeners = vec![(http, Kind::Http), (socks, Kind::Socks)];
     listeners.extend(gateway_listener.map(|l| (l, Kind::Gateway)));
     for (listener, kind) in listeners {
@@ -132,37 +118,60 @@ pub fn run(opts: &HelperOpts) -> Result<()> {
             .spawn(move || accept_loop(listener, kind, shared))
             .context("start a listener thread")?;
     }
+    {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || control.serve(|req, uid| change_lists(&shared, req, uid)))
+            .context("start the control thread")?;
+    }
     shared.log.write(json!({"event": "started", "pid": std::process::id(),
-        "listen": [format!("127.0.0.1:{HTTP_PORT}"), format!("127.0.0.1:{SOCKS_PORT}")]}));
+        "listen": [format!("127.0.0.1:{HTTP_PORT}"), format!("127.0.0.1:{SOCKS_PORT}")],
+        "workdir": plan.workdir}));
     process::report_ready(&format!("ok {}", std::process::id()));
     process::shed_start_up_pages();
 
-    let why = wait_for_end(&init, &sigfd);
+    let why = process::wait_for_end(&init, &sigfd);
     shared.log.write(json!({"event": "stopped", "reason": why}));
     Ok(())
 }
 
-fn wait_for_end(init: &OwnedFd, sigfd: &nix::sys::signalfd::SignalFd) -> String {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    loop {
-        let mut fds = [
-            PollFd::new(init.as_fd(), PollFlags::POLLIN),
-            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return format!("poll failed: {e}"),
+/// `claude-shim allow`/`deny` from the host: the lists change for every
+/// request from now on, and the change is logged beside the requests.
+fn change_lists(shared: &Shared, req: &control::Request, uid: u32) -> control::Reply {
+    let mut lists = match shared.lists.write() {
+        Ok(l) => l,
+        Err(p) => p.into_inner(),
+    };
+    let changed = match change::apply(&lists.raw, req.op, &req.entry) {
+        Ok(c) => c,
+        Err(e) => {
+            return control::Reply {
+                error: Some(e.to_string()),
+                ..control::Reply::default()
+            }
         }
-        if fds[0].any().unwrap_or(false) {
-            return "the container's init exited".into();
+    };
+    let policy = match Policy::parse(&changed.lists) {
+        Ok(p) => p,
+        Err(e) => {
+            return control::Reply {
+                error: Some(e.to_string()),
+                ..control::Reply::default()
+            }
         }
-        if fds[1].any().unwrap_or(false) {
-            return match sigfd.read_signal() {
-                Ok(Some(s)) => format!("signal {}", s.ssi_signo),
-                _ => "a signal".into(),
-            };
-        }
+    };
+    lists.policy = Arc::new(policy);
+    lists.raw = changed.lists;
+    shared.log.write(
+        json!({"event": "policy change", "op": req.op, "entry": req.entry.trim(), "uid": uid,
+        "said": changed.said, "allow": lists.raw.allow, "deny": lists.raw.deny}),
+    );
+    control::Reply {
+        error: None,
+        said: changed.said,
+        allow: lists.raw.allow.clone(),
+        deny: lists.raw.deny.clone(),
     }
 }
 
@@ -228,15 +237,21 @@ struct Outcome {
 fn open_upstream(shared: &Shared, host: &Host, port: u16) -> Outcome {
     // A literal in a blocked range is refused for that, whatever the lists
     // say, so the refusal names the range (verify reads it).
+    // A copy of the lists as they are now: a change from the host applies
+    // to the next request, never half-way through one.
+    let policy = match shared.lists.read() {
+        Ok(l) => l.policy.clone(),
+        Err(p) => p.into_inner().policy.clone(),
+    };
     let decision = match host {
-        Host::Ip(ip) => match shared.policy.address_verdict(*ip, port, &shared.blocked) {
-            Ok(()) => shared.policy.decide(host, port),
+        Host::Ip(ip) => match policy.address_verdict(*ip, port, &shared.blocked) {
+            Ok(()) => policy.decide(host, port),
             Err(why) => Decision {
                 allow: false,
                 reason: why,
             },
         },
-        Host::Name(_) => shared.policy.decide(host, port),
+        Host::Name(_) => policy.decide(host, port),
     };
     let mut out = Outcome {
         upstream: None,
@@ -261,7 +276,7 @@ fn open_upstream(shared: &Shared, host: &Host, port: u16) -> Outcome {
     let mut refused = Vec::new();
     let allowed: Vec<SocketAddr> = candidates
         .into_iter()
-        .filter(|a| match shared.policy.address_verdict(a.ip(), port, &shared.blocked) {
+        .filter(|a| match policy.address_verdict(a.ip(), port, &shared.blocked) {
             Ok(()) => true,
             Err(why) => {
                 refused.push(why);
@@ -304,39 +319,6 @@ fn log_request(shared: &Shared, peer: SocketAddr, proto: &str, host: &Host, port
         line["error"] = json!(e);
     }
     shared.log.write(line);
-}
-
-/// Copies both ways until both sides are done; a half-close is passed on.
-fn tunnel(client: TcpStream, upstream: TcpStream) {
-    let _ = client.set_read_timeout(None);
-    let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
-        return;
-    };
-    let up = std::thread::Builder::new()
-        .stack_size(128 * 1024)
-        .spawn(move || copy_then_shutdown(c2, u2));
-    copy_then_shutdown(upstream, client);
-    if let Ok(h) = up {
-        let _ = h.join();
-    }
-}
-
-fn copy_then_shutdown(mut from: TcpStream, mut to: TcpStream) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    let _ = from.shutdown(Shutdown::Read);
-                    break;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    let _ = to.shutdown(Shutdown::Write);
 }
 
 fn http_error(stream: &mut TcpStream, status: &str, text: &str) {

@@ -17,10 +17,39 @@ use crate::hostfs::{Dir, Kind};
 /// How many runs' logs are kept.
 pub const KEEP: usize = 50;
 
-/// One line per refused destination: `host:port (reason)`, or the API path
-/// the gateway refused and why (one line per reason), in the order first
-/// seen, control characters escaped.
-pub fn refused(log: &str) -> Vec<String> {
+/// One refused destination, as printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// `host:port (reason)`, or the API path and why, control characters escaped.
+    pub line: String,
+    /// The allow entry that would admit it (`host`, or `host:port` off the
+    /// web's ports), when the reason is only that the lists lack it.
+    pub entry: Option<String>,
+}
+
+/// The entry `claude-shim allow` takes to admit `host:port` refused for
+/// `reason`: only for a host that is not listed (a denied or blocked one
+/// stays refused whatever is allowed), and only a plain host name or
+/// address, which the proxy has normalized (so it is safe in a command line).
+fn entry_for(host: &str, port: u64, reason: &str) -> Option<String> {
+    let unlisted = reason == "not on the allowlist"
+        || reason == "the allowlist is empty"
+        || reason.starts_with(&format!("port {port} is not allowed"));
+    let plain = host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.:[]".contains(&b));
+    if !unlisted || !plain || host.is_empty() {
+        return None;
+    }
+    Some(match port {
+        443 | 80 => host.to_owned(),
+        p => format!("{host}:{p}"),
+    })
+}
+
+/// One per refused destination: a host once (the first reason seen), an
+/// API path the gateway refused once per reason, in the order first seen.
+pub fn refusals(log: &str) -> Vec<Refusal> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
     for line in log.lines() {
@@ -32,6 +61,7 @@ pub fn refused(log: &str) -> Vec<String> {
         }
         let reason = v["reason"].as_str().unwrap_or("refused");
         let gateway = v["proto"] == "gateway";
+        let mut entry = None;
         let what = match (v["proto"].as_str(), v["host"].as_str()) {
             (Some("gateway"), _) => format!(
                 "API path {} {}",
@@ -39,7 +69,10 @@ pub fn refused(log: &str) -> Vec<String> {
                 v["path"].as_str().unwrap_or("?")
             ),
             (_, Some(host)) => match v["port"].as_u64() {
-                Some(p) => format!("{host}:{p}"),
+                Some(p) => {
+                    entry = entry_for(host, p, reason);
+                    format!("{host}:{p}")
+                }
                 None => host.to_owned(),
             },
             _ => "a malformed request".to_owned(),
@@ -49,10 +82,38 @@ pub fn refused(log: &str) -> Vec<String> {
         let key = if gateway { line.clone() } else { what };
         if seen.insert(key, out.len()).is_none() {
             // Every part of it is the sandbox's to choose.
-            out.push(crate::terminal::escaped(&line).into_owned());
+            out.push(Refusal {
+                line: crate::terminal::escaped(&line).into_owned(),
+                entry,
+            });
         }
     }
     out
+}
+
+/// One line per refused destination: `host:port (reason)`, or the API path
+/// the gateway refused and why (one line per reason), in the order first
+/// seen, control characters escaped.
+pub fn refused(log: &str) -> Vec<String> {
+    refusals(log).into_iter().map(|r| r.line).collect()
+}
+
+/// Each change the host made to the lists while the run went on
+/// (`claude-shim allow`/`deny`), in order: `allow HOST: what it did`.
+pub fn changes(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "policy change")
+        .map(|v| {
+            let line = format!(
+                "{} {}: {}",
+                v["op"].as_str().unwrap_or("?"),
+                v["entry"].as_str().unwrap_or("?"),
+                v["said"].as_str().unwrap_or("")
+            );
+            crate::terminal::escaped(&line).into_owned()
+        })
+        .collect()
 }
 
 /// The gateway's distinct `upstream_error`s (the upstream did not take the
@@ -175,6 +236,25 @@ not json"#;
                 "a\\r\\nclaude-shim: all clear\\u{1b}[2K:443 (not on the allowlist)",
                 "API path P\\u{9b}OST /v1/messages (x\\u{202e}y)",
             ]
+        );
+    }
+
+    #[test]
+    fn an_unlisted_host_is_offered_to_allow_and_a_denied_one_is_not() {
+        let log = r#"{"proto":"http-connect","host":"wild.test","port":443,"decision":"deny","reason":"not on the allowlist"}
+{"proto":"socks5","host":"ssh.test","port":22,"decision":"deny","reason":"port 22 is not allowed: an entry without a port admits 443 and 80; add ssh.test:22 or *:22"}
+{"proto":"http","host":"gist.github.com","port":80,"decision":"deny","reason":"denied by gist.github.com"}
+{"proto":"http","host":"10.0.0.1","port":80,"decision":"deny","reason":"address 10.0.0.1 is in blocked range 10.0.0.0/8 (Private-Use)"}
+{"proto":"http","host":"a;b","port":80,"decision":"deny","reason":"not on the allowlist"}
+{"event":"policy change","op":"allow","entry":"wild.test","said":"wild.test is allowed (allowed by wild.test)"}"#;
+        let entries: Vec<Option<String>> = refusals(log).into_iter().map(|r| r.entry).collect();
+        assert_eq!(
+            entries,
+            [Some("wild.test".into()), Some("ssh.test:22".into()), None, None, None]
+        );
+        assert_eq!(
+            changes(log),
+            ["allow wild.test: wild.test is allowed (allowed by wild.test)"]
         );
     }
 

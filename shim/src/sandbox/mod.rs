@@ -10,7 +10,9 @@ pub mod gc;
 pub mod hand_over;
 pub mod host;
 pub mod lease;
+pub mod lookup;
 pub mod nested;
+pub mod policy_file;
 pub mod quarantine;
 pub mod root_only;
 pub mod run;
@@ -132,9 +134,36 @@ pub fn run_as(inv: &Invocation) -> RunAs {
 }
 
 /// `index_dir`: where the `.env` search keeps its index (see env_index).
+/// The policy's file, when it has one, is named in an annotation
+/// (`allow --save` writes there); the process has not changed directory
+/// since the policy was loaded, so a relative path still names it.
 pub fn compile_policy(policy: &Policy, inv: &Invocation, index_dir: Option<&Path>) -> Result<Compiled> {
     let host = host::StdHost::new(index_dir.map(Path::to_path_buf));
-    compile(policy, &host, inv).map_err(|e| anyhow!("{e}"))
+    let mut compiled = compile(policy, &host, inv).map_err(|e| anyhow!("{e}"))?;
+    if !policy.origin.starts_with("embedded:") {
+        if let Ok(file) = std::fs::canonicalize(&policy.origin) {
+            let mut ann = compiled.spec.annotations().clone().unwrap_or_default();
+            ann.insert(
+                claude_shim_bundle::annotations::POLICY_FILE.to_owned(),
+                file.to_string_lossy().into_owned(),
+            );
+            compiled.spec.set_annotations(Some(ann));
+        }
+    }
+    Ok(compiled)
+}
+
+/// `--publish [HOSTPORT:]PORT` arguments added to the policy's published ports.
+pub fn add_published(policy: &mut Policy, args: &[String]) -> Result<()> {
+    use claude_shim_bundle::policy::values::Publish;
+    for a in args {
+        let p = Publish::parse(a).map_err(|e| anyhow!("use --publish {a}: {e}"))?;
+        if let Some(q) = policy.network.publish.iter().find(|q| q.host == p.host) {
+            anyhow::bail!("use --publish {a}: host port {} is already published ({q})", p.host);
+        }
+        policy.network.publish.push(p);
+    }
+    Ok(())
 }
 
 /// Protected paths missing from the working directory are created empty so

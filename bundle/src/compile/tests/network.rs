@@ -39,3 +39,19 @@ fn network_annotations_follow_the_contract() {
     let opt: Vec<String> = serde_json::from_str(annotation(&c, annotations::OPT_OUTS).unwrap()).unwrap();
     assert_eq!(opt, ["network.mode = public", "network.allow_cidrs: 10.0.0.5/32:443"]);
 }
+
+#[test]
+fn published_ports_and_the_workdir_are_annotated() {
+    let c = agent();
+    assert_eq!(annotation(&c, annotations::NETWORK_PUBLISH), None);
+    assert_eq!(
+        annotation(&c, annotations::WORKDIR).map(std::path::PathBuf::from),
+        Some(inv().workdir)
+    );
+    let p = policy("[network]\nmode = \"none\"\npublish = [\"8080:3000\", \"5173\"]");
+    let c = run(&p, &FakeHost::typical(), &inv());
+    assert_eq!(
+        annotation(&c, annotations::NETWORK_PUBLISH),
+        Some("8080:3000,5173:5173")
+    );
+}

@@ -1,5 +1,6 @@
 //! The network section's values: the mode, the host patterns of the allow
-//! and deny lists, and the address ranges a public sandbox may reach.
+//! and deny lists, the address ranges a public sandbox may reach, and the
+//! ports it publishes on the host's loopback.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -74,6 +75,42 @@ fn parse_port(p: &str) -> Result<u16, String> {
     match p.parse::<u16>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("port {p:?} is not in 1..=65535")),
+    }
+}
+
+/// `[HOSTPORT:]PORT`: a TCP port the sandbox listens on, reachable from the
+/// host at 127.0.0.1:HOSTPORT (the same number without HOSTPORT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Publish {
+    pub host: u16,
+    pub port: u16,
+}
+
+impl TryFrom<String> for Publish {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Publish::parse(&s)
+    }
+}
+
+impl Publish {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let bad = |e: String| format!("{s:?} is not [HOSTPORT:]PORT: {e}");
+        let (host, port) = match s.split_once(':') {
+            Some((h, p)) => (parse_port(h).map_err(bad)?, parse_port(p).map_err(bad)?),
+            None => {
+                let p = parse_port(s).map_err(bad)?;
+                (p, p)
+            }
+        };
+        Ok(Self { host, port })
+    }
+}
+
+impl std::fmt::Display for Publish {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
     }
 }
 
@@ -157,6 +194,15 @@ mod tests {
             "a..b",
         ] {
             assert!(HostPattern::try_from(bad.to_owned()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn published_ports() {
+        assert_eq!(Publish::parse("8080:3000").unwrap(), Publish { host: 8080, port: 3000 });
+        assert_eq!(Publish::parse("3000").unwrap().to_string(), "3000:3000");
+        for bad in ["", "0", "x", "80:", ":80", "1:2:3", "70000", "127.0.0.1:80:80"] {
+            assert!(Publish::parse(bad).is_err(), "{bad}");
         }
     }
 

@@ -153,6 +153,11 @@ impl HostPattern {
         self.port
     }
 
+    /// The same host and port, however each entry spells them.
+    pub fn same_as(&self, other: &HostPattern) -> bool {
+        self.target == other.target && self.port == other.port
+    }
+
     /// The name of an entry that names exactly one host.
     pub fn exact_name(&self) -> Option<&str> {
         match &self.target {

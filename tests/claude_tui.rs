@@ -167,6 +167,8 @@ fn interactive(per_command: bool, exit_key: &str) {
     let sh = format!("sh {}", script.display());
     let out = tmux.cmd(&["new-session", "-d", "-s", "t", "-x", "150", "-y", "45", &sh]);
     assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr));
+    // The screen stays readable after claude-shim ends: the resume hint.
+    let _ = tmux.cmd(&["set-option", "-t", "t", "remain-on-exit", "on"]);
 
     // Ready for input (a trust question for the agent's own copy of the project is answered yes).
     let start = Instant::now();
@@ -211,6 +213,29 @@ fn interactive(per_command: bool, exit_key: &str) {
     }
     let code = std::fs::read_to_string(&status).unwrap();
     eprintln!("claude-shim claude {mode} exited {} on {exit_key}", code.trim());
+    // The hint at exit names what resumes the session: under the whole
+    // agent claude-shim (`claude --resume ID` on the host finds nothing);
+    // per command, the line claude-shim adds after Claude Code's.
+    let pane = tmux.pane();
+    let want = if per_command {
+        format!(
+            "claude-shim --root {} claude --per-command -- --resume ID",
+            root.display()
+        )
+    } else {
+        format!(
+            "Resume this session with:\nclaude-shim --root {} claude -- --resume ",
+            root.display()
+        )
+    };
+    let flat = pane.replace('\r', "");
+    if per_command {
+        let errors = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+        assert!(errors.contains(&want), "stderr: {errors}");
+    } else {
+        assert!(flat.contains(&want), "the screen at exit:\n{pane}");
+        assert!(!flat.contains("\nclaude --resume"), "the screen at exit:\n{pane}");
+    }
     // Claude Code's own background traffic (its updater, the plugin
     // marketplace at downloads.claude.ai) is not reported as refused: the
     // user did nothing to cause it (issue 26).

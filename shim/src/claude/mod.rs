@@ -7,6 +7,7 @@
 pub mod home;
 pub mod import;
 pub mod own_sandbox;
+pub mod resume;
 pub mod shell_tmp;
 
 use std::path::{Path, PathBuf};

@@ -86,6 +86,11 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     };
     let announce =
         format!("claude-shim: to watch refused hosts while the agent runs: claude-shim{root} denials --follow {id}");
+    // Claude Code's hint at exit names `claude --resume ID`, which on the
+    // host finds no such session: the relay names the command that does.
+    let own_root = (!root.is_empty()).then_some(rt.root.as_path());
+    let mut hint = claude::resume::Hint::new(&claude::resume::command(own_root, false, args.policy.as_deref()));
+    foreground::filter_output(Box::new(move |chunk, end| hint.feed(chunk, end)));
     let run = sandbox::run::Run {
         id: &id,
         announce: Some(&announce),
@@ -218,6 +223,13 @@ fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
         Err(e) => eprintln!("claude-shim: warning: failed to read the quarantine: {e:#}"),
     }
     let status = status?;
+    // Claude Code's own hint (`claude --resume ID`) resumes it unsandboxed.
+    if caller_has_terminal() {
+        let default = Runtime::new(None, false).map(|d| d.root == rt.root).unwrap_or(false);
+        let own_root = (!default).then_some(rt.root.as_path());
+        let command = claude::resume::command(own_root, true, args.policy.as_deref());
+        eprintln!("{}", claude::resume::per_command_note(&command));
+    }
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 

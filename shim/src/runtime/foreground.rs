@@ -209,6 +209,20 @@ fn is_termination(sig: Signal) -> bool {
     matches!(sig, Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP | Signal::SIGQUIT)
 }
 
+/// A rewrite of what the relay shows of the container's terminal (the
+/// chunk read, and whether it is the last): `claude` puts the command that
+/// resumes the agent's session in Claude Code's own hint (claude::resume).
+pub type OutputFilter = Box<dyn FnMut(&[u8], bool) -> Vec<u8> + Send>;
+
+static OUTPUT_FILTER: std::sync::Mutex<Option<OutputFilter>> = std::sync::Mutex::new(None);
+
+/// Sets the rewrite the next `wait` applies to a terminal's output.
+pub fn filter_output(f: OutputFilter) {
+    if let Ok(mut g) = OUTPUT_FILTER.lock() {
+        *g = Some(f);
+    }
+}
+
 /// Waits for `pid`, forwarding signals as `fwd` says, relaying `master`
 /// (a pty master) to our stdin/stdout when given.
 pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwarding<'_>) -> Result<i32> {
@@ -239,12 +253,16 @@ pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwardi
     };
     let mut stdin_open = master.is_some();
     let mut master_open = master.is_some();
+    let mut filter = OUTPUT_FILTER.lock().ok().and_then(|mut g| g.take());
     // An exit before the signals were blocked left no SIGCHLD behind, only a zombie.
     let mut status = reap(pid)?;
     let mut buf = vec![0u8; 32 * 1024];
     loop {
         if let Some(code) = status {
             if !master_open {
+                if let Some(f) = filter.as_mut() {
+                    write_all(libc::STDOUT_FILENO, &f(&[], true));
+                }
                 return Ok(code);
             }
         }
@@ -314,7 +332,10 @@ pub fn wait(pid: Pid, signals: &SignalFd, master: Option<OwnedFd>, fwd: Forwardi
             if master_ready {
                 match nix::unistd::read(m.as_raw_fd(), &mut buf) {
                     Ok(0) | Err(Errno::EIO) => master_open = false,
-                    Ok(n) => write_all(libc::STDOUT_FILENO, &buf[..n]),
+                    Ok(n) => match filter.as_mut() {
+                        Some(f) => write_all(libc::STDOUT_FILENO, &f(&buf[..n], false)),
+                        None => write_all(libc::STDOUT_FILENO, &buf[..n]),
+                    },
                     Err(Errno::EINTR | Errno::EAGAIN) => {}
                     Err(_) => master_open = false,
                 }

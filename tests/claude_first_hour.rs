@@ -218,13 +218,15 @@ fn denials_follow_shows_refusals_while_the_sandbox_runs() {
     sb.arg("--root")
         .arg(&w.root)
         .args(["sandbox", "--", "sh", "-c"])
-        .arg("curl -sS -o /dev/null https://refused.example/; while [ ! -e stop ]; do sleep 0.1; done")
+        // Ends on its own after 120 s if the test never says stop.
+        .arg("curl -sS -o /dev/null https://refused.example/; n=0; while [ ! -e stop ] && [ $n -lt 1200 ]; do n=$((n+1)); sleep 0.1; done")
         .current_dir(&w.proj)
         .env("HOME", &w.home)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut sandbox = sb.spawn().unwrap();
+    // Ended by its pid if the test fails while it runs.
+    let mut sandbox = Background::shim(sb.spawn().unwrap(), &shim_path(), &w.root);
     // The sandbox's proxy log appears once it is set up: follow it then.
     let ours = w.root.join(".claude-shim");
     let has_log = || {
@@ -237,21 +239,23 @@ fn denials_follow_shows_refusals_while_the_sandbox_runs() {
     let start = Instant::now();
     while !has_log() {
         assert!(start.elapsed() < Duration::from_secs(60), "the sandbox did not start");
-        assert!(sandbox.try_wait().unwrap().is_none(), "the sandbox ended early");
+        assert!(sandbox.try_wait().is_none(), "the sandbox ended early");
         std::thread::sleep(Duration::from_millis(100));
     }
     // From the project: its running sandbox.
-    let mut follow = Command::new(shim_path())
-        .arg("--root")
-        .arg(&w.root)
-        .args(["denials", "--follow"])
-        .current_dir(&w.proj)
-        .env("HOME", &w.home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut follow = Background::new(
+        Command::new(shim_path())
+            .arg("--root")
+            .arg(&w.root)
+            .args(["denials", "--follow"])
+            .current_dir(&w.proj)
+            .env("HOME", &w.home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(follow.child().stdout.take().unwrap()).lines();
     let want = "claude-shim: refused egress: refused.example:443";
     let mut seen = Vec::new();
     for l in lines.by_ref() {
@@ -263,15 +267,12 @@ fn denials_follow_shows_refusals_while_the_sandbox_runs() {
     }
     assert!(seen.iter().any(|l| l.starts_with(want)), "follow printed: {seen:?}");
     // Seen while the sandbox still waits for the stop file.
-    assert!(
-        sandbox.try_wait().unwrap().is_none(),
-        "the sandbox ended before the line"
-    );
+    assert!(sandbox.try_wait().is_none(), "the sandbox ended before the line");
     std::fs::write(&stop, "").unwrap();
     // curl's refusal is the script's business; the sandbox ends when told to.
-    sandbox.wait().unwrap();
+    sandbox.wait(Duration::from_secs(60));
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
-    assert!(follow.wait().unwrap().success(), "follow: {rest:?}");
+    assert!(follow.wait(Duration::from_secs(30)).success(), "follow: {rest:?}");
     assert!(!rest.iter().any(|l| l.starts_with(want)), "printed twice: {rest:?}");
     assert!(
         seen.iter()

@@ -25,6 +25,8 @@ mod container;
 #[path = "network/probes.rs"]
 mod probes;
 
+#[path = "network/agent.rs"]
+mod agent;
 #[path = "network/allow.rs"]
 mod allow;
 #[path = "network/allowlist.rs"]

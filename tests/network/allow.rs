@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use claude_shim_e2e::*;
@@ -15,10 +15,10 @@ use crate::verify::{policy_file, workdir};
 use crate::world::{output_of, World};
 
 /// Waits for the sandbox to touch `name` in its working directory.
-pub(crate) fn wait_for(work: &Path, name: &str, sandbox: &mut Child, stderr: &Path) {
+pub(crate) fn wait_for(work: &Path, name: &str, sandbox: &mut Background, stderr: &Path) {
     let start = Instant::now();
     while !work.join(name).exists() {
-        if let Some(status) = sandbox.try_wait().unwrap() {
+        if let Some(status) = sandbox.try_wait() {
             let err = fs::read_to_string(stderr).unwrap_or_default();
             panic!("the sandbox ended ({status}) before {name}: {err}");
         }
@@ -34,15 +34,26 @@ pub(crate) fn shim_in(world: &World, env: &Env, cwd: &Path, xdg: &Path, args: &[
     output_of(c, env.dir.path())
 }
 
-/// A sandbox started in the background in the world, its stderr in a file.
-pub(crate) fn spawn_sandbox(world: &World, env: &Env, xdg: &Path, args: &[&str], stderr: &Path) -> Child {
+/// A sandbox started in the background in the world, its stderr in a
+/// file; ended by its pid if the test fails before it ends.
+pub(crate) fn spawn_sandbox(world: &World, env: &Env, xdg: &Path, args: &[&str], stderr: &Path) -> Background {
     let mut c = world.wrap(env.command(args));
     c.env("XDG_STATE_HOME", xdg)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(fs::File::create(stderr).unwrap());
-    c.spawn().unwrap()
+    Background::shim(c.spawn().unwrap(), &shim_path(), &env.root)
 }
+
+/// A shell function for the scripts inside: `wait_file NAME` waits for the
+/// test to create NAME in the working directory, and ends the sandbox
+/// (exit 3) after 120 s, so that a sandbox whose test died does not wait
+/// for ever.
+pub(crate) const WAIT_FILE: &str =
+    r#"wait_file() { n=0; while [ ! -e "$1" ]; do n=$((n+1)); [ $n -lt 1200 ] || exit 3; sleep 0.1; done; }"#;
+
+/// How long a test waits for its sandbox to end.
+pub(crate) const AWAIT: Duration = Duration::from_secs(150);
 
 fn text(o: &Output) -> String {
     format!(
@@ -82,13 +93,13 @@ fn allow_and_deny(env: &Env, world: &World, name: &str) {
     fs::write(work.join("inside.py"), INSIDE).unwrap();
     let script = format!(
         r#"p() {{ curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 "$1"; }}
-w() {{ while [ ! -e "$1" ]; do sleep 0.1; done; }}
+{WAIT_FILE}
 echo "before $(p http://wild.test/)" >> out
-touch ready1; w go1
+touch ready1; wait_file go1
 echo "allowed $(p http://wild.test/) $(curl -s --max-time 5 http://wild.test/)" >> out
 python3 inside.py {root} >> out 2>&1
 echo "ports $(p http://ports.test/)" >> out
-touch ready2; w go2
+touch ready2; wait_file go2
 echo "denied $(p http://wild.test/)" >> out
 "#
     );
@@ -128,7 +139,7 @@ echo "denied $(p http://wild.test/)" >> out
         text(&denied)
     );
     fs::write(work.join("go2"), "").unwrap();
-    let status = sandbox.wait().unwrap();
+    let status = sandbox.wait(AWAIT);
     let out = fs::read_to_string(work.join("out")).unwrap();
     assert!(status.success(), "{out}\n{}", fs::read_to_string(&err).unwrap());
     assert!(out.contains("before 403"), "{out}");
@@ -187,14 +198,14 @@ fn allow_save_writes_the_policy_file_and_refuses_an_embedded_one() {
     let policy = policy_file(&env, "save", "mode = \"allowlist\"\nallow = [\"pub.test\"]  # ours");
     let work = workdir(&env, "save");
     let script =
-        "touch ready1; while [ ! -e go ]; do sleep 0.1; done; curl -sf --max-time 5 http://wild.test/ > out; exit 0";
+        format!("{WAIT_FILE}\ntouch ready1; wait_file go; curl -sf --max-time 5 http://wild.test/ > out; exit 0");
     let err = env.dir.path().join("save.err");
     let (p, w) = (policy.to_str().unwrap(), work.to_str().unwrap());
     let mut sandbox = spawn_sandbox(
         &world,
         &env,
         &xdg,
-        &["sandbox", "--policy", p, "--workdir", w, "--", "sh", "-c", script],
+        &["sandbox", "--policy", p, "--workdir", w, "--", "sh", "-c", &script],
         &err,
     );
     let work2 = workdir(&env, "save-embedded");
@@ -209,7 +220,7 @@ fn allow_save_writes_the_policy_file_and_refuses_an_embedded_one() {
             "--",
             "sh",
             "-c",
-            script,
+            &script,
         ],
         &env.dir.path().join("embedded.err"),
     );
@@ -234,8 +245,8 @@ fn allow_save_writes_the_policy_file_and_refuses_an_embedded_one() {
     assert!(file.contains("allow = [\"pub.test\", \"wild.test\"]  # ours"), "{file}");
     fs::write(work.join("go"), "").unwrap();
     fs::write(work2.join("go"), "").unwrap();
-    assert!(sandbox.wait().unwrap().success());
-    assert!(embedded.wait().unwrap().success());
+    assert!(sandbox.wait(AWAIT).success());
+    assert!(embedded.wait(AWAIT).success());
     assert_eq!(fs::read_to_string(work.join("out")).unwrap(), "hello-pub\n");
     assert_eq!(
         fs::read_to_string(work2.join("out")).unwrap(),

@@ -14,12 +14,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod background;
 pub mod claude_world;
 pub mod cri;
 pub mod docker;
 pub mod engine_files;
 pub mod engines;
 pub mod oracle;
+pub use background::Background;
 pub use claude_shim_mock_api as mock_api;
 
 pub fn workspace() -> PathBuf {
@@ -166,6 +168,11 @@ impl Env {
         fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         fs::create_dir(&env.root).unwrap();
         nix::unistd::chown(&env.root, Some(uid.into()), Some(gid.into())).unwrap();
+        // The user's own ~/.local (HOME is the test's directory, root's):
+        // claude-shim keeps its state directory (the quarantine) below it.
+        let local = env.dir.path().join(".local");
+        fs::create_dir(&local).unwrap();
+        nix::unistd::chown(&local, Some(uid.into()), Some(gid.into())).unwrap();
         env.as_user = Some((uid, gid));
         env
     }

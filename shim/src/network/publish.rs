@@ -76,35 +76,15 @@ pub fn first_fd(join_user: bool) -> RawFd {
 /// Without root, the forwarder holds every capability of the container's
 /// user namespace once it has joined it; it needs none of them.
 fn drop_capabilities() -> Result<()> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
+    // Effective first: the kernel keeps it within the permitted set.
+    for set in [
+        caps::CapSet::Effective,
+        caps::CapSet::Permitted,
+        caps::CapSet::Inheritable,
+    ] {
+        caps::clear(None, set).context("drop the capabilities of the user namespace")?;
     }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset with a version 3 header and its two data words.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error()).context("drop the capabilities of the user namespace");
-    }
-    // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    nix::sys::prctl::set_no_new_privs().context("set no_new_privs")?;
     Ok(())
 }
 

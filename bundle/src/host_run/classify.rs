@@ -12,8 +12,14 @@
 //! git-config(1), relative to the including file) count whether or not they
 //! exist yet; the hooks directory `core.hooksPath` names (relative to the
 //! worktree's top, githooks(5)) with, in husky's layout (`.husky/_`), the
-//! folder beside it whose scripts husky's hooks run. The named entries are
-//! the list in `mod.rs`.
+//! folder beside it whose scripts husky's hooks run; the gitlinks of the top
+//! repository's index (`index`), whose repositories a plain `git status` at
+//! the top recurses into, with what their configs name. The named entries
+//! are the list in `table`. Anything under a `.git` is host-run.
+//!
+//! `classify` answers for one path; a walk asks `Classifier::entry` and
+//! `Classifier::enter` folder by folder (`walk`), which costs a hash lookup
+//! per path and at most a few lstats per folder.
 //!
 //! Environments inside the project run at every start of their interpreter,
 //! whoever starts it (an editor probing the interpreter included): a
@@ -24,55 +30,14 @@
 //! threat model's (docs/sandbox.md).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use super::gitconfig;
 use super::list::Class;
-use super::table::HOST_RUN;
-use crate::compile::{HostView, PathKind};
-
-/// A read-only view of a project's tree. Paths are relative to its top,
-/// made of normal components only.
-pub trait Tree {
-    /// lstat: what is at `rel`, never following a link; None when nothing
-    /// is there (or it cannot be reached).
-    fn kind(&self, rel: &Path) -> Option<PathKind>;
-    /// At most `limit` bytes of the regular file at `rel` (a link is not
-    /// followed); None when it is not a regular file or cannot be read.
-    fn read(&self, rel: &Path, limit: usize) -> Option<Vec<u8>>;
-    /// The tree's absolute top, when it has one, so that an absolute path a
-    /// config names can be placed in it.
-    fn root(&self) -> Option<&Path> {
-        None
-    }
-}
-
-/// A `HostView` seen from one of its directories.
-pub struct Rooted<'a> {
-    pub host: &'a dyn HostView,
-    pub root: &'a Path,
-}
-
-impl Tree for Rooted<'_> {
-    fn kind(&self, rel: &Path) -> Option<PathKind> {
-        self.host.kind(&self.root.join(rel))
-    }
-
-    fn read(&self, rel: &Path, limit: usize) -> Option<Vec<u8>> {
-        let path = self.root.join(rel);
-        if self.host.kind(&path) != Some(PathKind::File) {
-            return None;
-        }
-        let mut raw = self.host.read(&path).ok()?;
-        raw.truncate(limit);
-        Some(raw)
-    }
-
-    fn root(&self) -> Option<&Path> {
-        Some(self.root)
-    }
-}
+use super::shape::{is_git_dir, is_start_up_module};
+use super::tree::Tree;
+use crate::compile::PathKind;
 
 /// The answer for a path the host runs code from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,10 +54,16 @@ pub struct Verdict {
 /// How much of a config file is read; git's own are far smaller.
 const CONFIG_LIMIT: usize = 1 << 20;
 
+/// How much of an index is read for its gitlinks: an index of a million
+/// files is about 100 MiB; past this the rest are not seen (the gitlinks'
+/// `.git` entries are still host-run by their name).
+const INDEX_LIMIT: usize = 256 << 20;
+
 /// How deep includes are followed (git stops at 10, `MAX_INCLUDE_DEPTH`).
 const INCLUDE_DEPTH: usize = 10;
 
 const RUNS_REPOSITORY: &str = "git: a repository (by its shape) and everything in it: config, hooks, fsmonitor";
+const RUNS_GITLINK: &str = "git: a gitlink's repository, whose config a plain git status at the top runs";
 const RUNS_INCLUDED: &str = "git: a file the repository's config includes (include.path)";
 const RUNS_HOOKS: &str = "git: the hooks directory core.hooksPath names, run on commit";
 const RUNS_HUSKY: &str = "husky: the scripts its hooks in core.hooksPath run";
@@ -104,10 +75,12 @@ const RUNS_NODE_BIN: &str = "npm: node_modules/.bin, on PATH for every npm scrip
 pub struct Classifier<'t> {
     tree: &'t dyn Tree,
     /// Files repositories' configs include, relative to the top.
-    included: Vec<PathBuf>,
+    included: HashSet<PathBuf>,
     /// Hooks directories (`core.hooksPath`), relative to the top, each with
     /// what it runs, and husky's folder beside its `_`.
     hooks: Vec<(PathBuf, &'static str)>,
+    /// The top index's gitlinks' `.git` entries, relative to the top.
+    gitlinks: HashSet<PathBuf>,
     /// Folders already asked whether git takes them for a repository.
     repos: RefCell<HashMap<PathBuf, bool>>,
 }
@@ -119,25 +92,70 @@ pub fn classify(rel: &Path, tree: &dyn Tree) -> Option<Verdict> {
 
 impl<'t> Classifier<'t> {
     /// Reads the top repository's config (`.git/config`, or the repository
-    /// a `.git` file names when it lies in the tree).
+    /// a `.git` file names when it lies in the tree), its index's gitlinks,
+    /// and their repositories' configs.
     pub fn new(tree: &'t dyn Tree) -> Self {
         let mut c = Classifier {
             tree,
-            included: Vec::new(),
+            included: HashSet::new(),
             hooks: Vec::new(),
+            gitlinks: HashSet::new(),
             repos: RefCell::new(HashMap::new()),
         };
-        let top = Path::new(".git");
-        match tree.kind(top) {
-            Some(PathKind::Dir) => c.add_repository(top, Path::new("")),
-            Some(PathKind::File) => {
-                if let Some(dir) = c.gitdir_of(top) {
-                    c.add_repository(&dir, Path::new(""));
-                }
+        let Some(top) = c.repository_of(Path::new("")) else {
+            return c;
+        };
+        c.add_repository(&top, Path::new(""));
+        for link in c.gitlinks_of(&top) {
+            if let Some(repo) = c.repository_of(&link) {
+                c.add_repository(&repo, &link);
             }
-            _ => {}
+            c.gitlinks.insert(link.join(".git"));
         }
         c
+    }
+
+    /// The repository directory of the worktree `top` (relative): its
+    /// `.git` folder, or the one its `.git` file names when it lies in the
+    /// tree.
+    fn repository_of(&self, top: &Path) -> Option<PathBuf> {
+        let dot_git = top.join(".git");
+        match self.tree.kind(&dot_git)? {
+            PathKind::Dir => Some(dot_git),
+            PathKind::File => self.gitdir_of(&dot_git),
+            _ => None,
+        }
+    }
+
+    /// The gitlinks in the index of the repository `git_dir`, as folders
+    /// relative to the top; its shared index too when the index is split
+    /// (git-update-index(1), "--split-index": `sharedindex.<hash>` holds
+    /// the rest). A SHA-256 repository's object names are 32 bytes.
+    fn gitlinks_of(&self, git_dir: &Path) -> Vec<PathBuf> {
+        let config = self
+            .tree
+            .read(&git_dir.join("config"), CONFIG_LIMIT)
+            .unwrap_or_default();
+        let entries = gitconfig::parse(&String::from_utf8_lossy(&config));
+        let sha256 = gitconfig::last(&entries, "extensions", "objectformat")
+            .and_then(|e| e.value.as_deref())
+            .is_some_and(|v| v.eq_ignore_ascii_case("sha256"));
+        let hash_len = if sha256 { 32 } else { 20 };
+        let mut files = vec!["index".to_owned()];
+        let listing = self.tree.list(git_dir).unwrap_or_default();
+        files.extend(listing.into_iter().filter(|n| n.starts_with("sharedindex.")));
+        let mut out: Vec<PathBuf> = Vec::new();
+        let mut seen = HashSet::new();
+        for f in files {
+            let raw = self.tree.read(&git_dir.join(f), INDEX_LIMIT).unwrap_or_default();
+            for link in super::index::gitlinks(&raw, hash_len) {
+                let placed = link.to_str().and_then(|l| self.place(l, Path::new("")));
+                if let Some(p) = placed.filter(|p| seen.insert(p.clone())) {
+                    out.push(p);
+                }
+            }
+        }
+        out
     }
 
     /// Takes in what the repository directory `git_dir` (relative to the top)
@@ -145,18 +163,39 @@ impl<'t> Classifier<'t> {
     /// found below the top, whose config may include files anywhere in the
     /// tree.
     pub fn add_repository(&mut self, git_dir: &Path, worktree: &Path) {
-        let mut seen = Vec::new();
+        let mut seen = HashSet::new();
         for name in ["config", "config.worktree"] {
             self.read_config(&git_dir.join(name), worktree, 0, &mut seen);
         }
     }
 
     /// The files the repositories' configs include, relative to the top.
-    pub fn included(&self) -> &[PathBuf] {
-        &self.included
+    pub fn included(&self) -> impl Iterator<Item = &Path> {
+        self.included.iter().map(PathBuf::as_path)
     }
 
-    /// Whether and why the host runs code from `rel` (relative to the top).
+    /// The `.git` entries of the top index's gitlinks, relative to the top,
+    /// sorted: repositories a plain `git status` at the top recurses into,
+    /// wherever they lie (the start's bounded search may not reach them).
+    pub fn gitlinks(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self.gitlinks.iter().cloned().collect();
+        out.sort();
+        out
+    }
+
+    /// What the repositories' configs name, relative to the top: the files
+    /// they include and the hooks directories (with husky's folder beside).
+    pub fn configured(&self) -> Vec<PathBuf> {
+        let hooks = self.hooks.iter().map(|(h, _)| h.clone());
+        let mut out: Vec<PathBuf> = self.included.iter().cloned().chain(hooks).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Whether and why the host runs code from `rel` (relative to the top):
+    /// its components walked down from the top as a walk would (`walk`), a
+    /// folder's answer for git's test remembered for the next path.
     pub fn classify(&self, rel: &Path) -> Option<Verdict> {
         let parts: Vec<&str> = rel
             .components()
@@ -165,79 +204,38 @@ impl<'t> Classifier<'t> {
                 _ => None,
             })
             .collect::<Option<_>>()?;
-        if parts.is_empty() {
-            return None;
-        }
-        let mut prefix = PathBuf::new();
+        let mut folder = self.top();
         for (i, name) in parts.iter().enumerate() {
-            prefix.push(name);
-            let verdict = |class, runs| {
-                Some(Verdict {
-                    class,
-                    entry: prefix.clone(),
-                    runs,
-                })
-            };
-            if let Some(h) = HOST_RUN.iter().find(|h| h.is_at(&parts[..=i])) {
-                return verdict(h.class, h.runs);
+            // A component with more below it is a folder, whether or not
+            // the path is there (review's deleted paths are asked too).
+            let last = i + 1 == parts.len();
+            let is_dir = !last || self.tree.kind(&folder.rel().join(name)) == Some(PathKind::Dir);
+            if let Some(v) = self.entry_with(&folder, name, is_dir, &|d| self.is_repository(d)) {
+                return Some(v);
             }
-            if self.included.contains(&prefix) {
-                return verdict(Class::GitConfigured, RUNS_INCLUDED);
-            }
-            if let Some((_, runs)) = self.hooks.iter().find(|(h, _)| *h == prefix) {
-                return verdict(Class::GitConfigured, runs);
-            }
-            // Only a folder with something below it in `rel` can hold what
-            // the rest of the path names, except the repository itself.
-            if self.is_repository(&prefix) {
-                return verdict(Class::Repository, RUNS_REPOSITORY);
-            }
-            let rest = &parts[i + 1..];
-            if *name == "node_modules" && rest.len() >= 2 && rest[0] == ".bin" {
-                return Some(Verdict {
-                    class: Class::Environment,
-                    entry: prefix.join(".bin").join(rest[1]),
-                    runs: RUNS_NODE_BIN,
-                });
-            }
-            if !rest.is_empty() && self.tree.kind(&prefix.join("pyvenv.cfg")) == Some(PathKind::File) {
-                if let Some(n) = venv_start_up(rest) {
-                    let mut entry = prefix.clone();
-                    entry.extend(&rest[..n]);
-                    return Some(Verdict {
-                        class: Class::Environment,
-                        entry,
-                        runs: RUNS_VENV,
-                    });
-                }
+            if !last {
+                folder = self.enter(&folder, name);
             }
         }
         None
     }
 
-    /// git's test for a repository directory (setup.c, `is_git_directory`):
-    /// a `HEAD` (file or link), and `objects/` and `refs/`, or a `commondir`
-    /// naming where they are. The content of `HEAD` is not checked: one git
-    /// would refuse today may be fixed tomorrow.
+    /// `is_git_dir`, remembered.
     fn is_repository(&self, dir: &Path) -> bool {
         if let Some(&known) = self.repos.borrow().get(dir) {
             return known;
         }
-        let t = self.tree;
-        let is = matches!(t.kind(&dir.join("HEAD")), Some(PathKind::File | PathKind::Symlink(_)))
-            && (t.kind(&dir.join("objects")).is_some() && t.kind(&dir.join("refs")).is_some()
-                || t.kind(&dir.join("commondir")) == Some(PathKind::File));
+        let is = is_git_dir(self.tree, dir);
         self.repos.borrow_mut().insert(dir.to_path_buf(), is);
         is
     }
 
     /// Reads a config file and what it includes, recording the includes and
     /// the hooks directory.
-    fn read_config(&mut self, file: &Path, worktree: &Path, depth: usize, seen: &mut Vec<PathBuf>) {
-        if depth > INCLUDE_DEPTH || seen.iter().any(|s| s == file) {
+    fn read_config(&mut self, file: &Path, worktree: &Path, depth: usize, seen: &mut HashSet<PathBuf>) {
+        if depth > INCLUDE_DEPTH || !seen.insert(file.to_path_buf()) {
             return;
         }
-        seen.push(file.to_path_buf());
         let Some(raw) = self.tree.read(file, CONFIG_LIMIT) else {
             return;
         };
@@ -247,9 +245,7 @@ impl<'t> Classifier<'t> {
             let Some(target) = e.value.as_deref().and_then(|v| self.place(v, base)) else {
                 continue;
             };
-            if !self.included.contains(&target) {
-                self.included.push(target.clone());
-            }
+            self.included.insert(target.clone());
             self.read_config(&target, worktree, depth + 1, seen);
         }
         let hooks = gitconfig::last(&entries, "core", "hookspath").and_then(|e| e.value.as_deref());
@@ -309,14 +305,12 @@ impl<'t> Classifier<'t> {
 /// the start-up file or executable it is or lies in, if any: `pyvenv.cfg`,
 /// `bin/X`, and in `lib*/python*/site-packages/`, `*.pth`,
 /// `sitecustomize.py` and `usercustomize.py`.
-fn venv_start_up(rest: &[&str]) -> Option<usize> {
+fn start_up_len(rest: &[&str]) -> Option<usize> {
     match rest {
         ["pyvenv.cfg", ..] => Some(1),
         ["bin" | "Scripts", _, ..] => Some(2),
         [lib, python, "site-packages", name, ..]
-            if lib.starts_with("lib")
-                && python.starts_with("python")
-                && (name.ends_with(".pth") || *name == "sitecustomize.py" || *name == "usercustomize.py") =>
+            if lib.starts_with("lib") && python.starts_with("python") && is_start_up_module(name) =>
         {
             Some(4)
         }
@@ -326,3 +320,4 @@ fn venv_start_up(rest: &[&str]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests;
+pub mod walk;

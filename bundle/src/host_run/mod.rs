@@ -12,43 +12,70 @@
 //! Nothing here makes a system call.
 
 mod classify;
+#[cfg(test)]
+mod fake;
 pub(crate) mod gitconfig;
+mod index;
 mod list;
+mod shape;
 mod table;
+mod tree;
 
 use std::path::{Path, PathBuf};
 
-pub use self::classify::{classify, Classifier, Rooted, Tree, Verdict};
+pub use self::classify::walk::Folder;
+pub use self::classify::{classify, Classifier, Verdict};
 pub use self::list::{Class, Depth, HostRun, Missing, Shape};
+pub use self::shape::{is_shape_name, shaped, Shaped};
 pub use self::table::{find, is_nested_name, search_key, GIT_INNER, HOST_RUN};
+pub use self::tree::{Rooted, Tree};
 use crate::compile::PathKind;
 
-/// The host-run entries of a working directory: those of `found` (the one
-/// search, made at start and again at exit) with a host-run name, the
-/// top-level ones the search does not look for, and what `GIT_INNER` names
-/// in every repository directory found, as `kind` (lstat) sees them. Sorted.
-pub fn present(
-    workdir: &Path,
-    found: &[(PathBuf, PathKind)],
-    kind: &dyn Fn(&Path) -> Option<PathKind>,
-) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+/// The host-run entries of a working directory, absolute, sorted: those of
+/// `found` (the one search, made at start and again at exit) with a
+/// host-run name, what `GIT_INNER` names in every repository found (by the
+/// name `.git` or by git's own test, `shape`), the files the repositories' configs include and their
+/// hooks directories (as far as each is there), and the top-level entries
+/// the search does not look for. `tree` is the working directory, read
+/// without following links.
+pub fn present(workdir: &Path, found: &[(PathBuf, PathKind)], tree: &dyn Tree) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut classifier = Classifier::new(tree);
+    let inner = |repo: &Path, out: &mut Vec<PathBuf>| {
+        out.extend(
+            GIT_INNER
+                .iter()
+                .map(|n| repo.join(n))
+                .filter(|p| tree.kind(p).is_some()),
+        );
+    };
     for (path, k) in found {
-        let rel = path.strip_prefix(workdir).ok().and_then(Path::to_str);
-        if !rel.and_then(find).is_some_and(|h| h.depth == Depth::Any) {
+        let Some(rel) = path.strip_prefix(workdir).ok() else {
+            continue;
+        };
+        if rel.to_str().and_then(find).is_some_and(|h| h.depth == Depth::Any) {
+            out.push(rel.to_path_buf());
+            if rel.file_name().is_some_and(|n| n == ".git") && *k == PathKind::Dir {
+                inner(rel, &mut out);
+                let worktree = rel.parent().unwrap_or(Path::new(""));
+                if !worktree.as_os_str().is_empty() {
+                    classifier.add_repository(rel, worktree);
+                }
+            }
             continue;
         }
-        out.push(path.clone());
-        if path.file_name().is_some_and(|n| n == ".git") && *k == PathKind::Dir {
-            out.extend(GIT_INNER.iter().map(|n| path.join(n)).filter(|p| kind(p).is_some()));
+        if let Some(Shaped::Repository(repo)) = shape::shaped(rel, tree) {
+            inner(&repo, &mut out);
+            classifier.add_repository(&repo, &repo);
         }
     }
+    out.extend(classifier.configured().into_iter().filter(|p| tree.kind(p).is_some()));
     for h in HOST_RUN.iter().filter(|h| h.depth == Depth::Root) {
-        let p = workdir.join(h.name);
-        if kind(&p).is_some() {
-            out.push(p);
+        if tree.kind(Path::new(h.name)).is_some() {
+            out.push(PathBuf::from(h.name));
         }
     }
+    let mut out: Vec<PathBuf> = out.into_iter().map(|r| workdir.join(r)).collect();
     out.sort();
     out.dedup();
     out
@@ -57,23 +84,49 @@ pub fn present(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host_run::fake::Fake;
 
     #[test]
     fn present_lists_entries_the_top_level_ones_and_inside_repositories() {
         let wd = Path::new("/p");
-        let found = vec![
-            (PathBuf::from("/p/.git"), PathKind::Dir),
-            (PathBuf::from("/p/.env"), PathKind::File),
-            (PathBuf::from("/p/sub/.claude"), PathKind::Dir),
-            (PathBuf::from("/p/sub/.git"), PathKind::File),
-        ];
-        let exists = ["/p/.git/config", "/p/.git/hooks", "/p/.bashrc", "/p/sub/.git/config"];
-        let kind = |p: &Path| exists.iter().any(|e| Path::new(e) == p).then_some(PathKind::File);
-        let got: Vec<String> = present(wd, &found, &kind)
+        let t = Fake::default()
+            .repo(".git")
+            .file(
+                ".git/config",
+                "[include]\npath = ../shared.inc\n[core]\nhooksPath = .githooks\n",
+            )
+            .dir(".git/hooks")
+            .file(".bashrc", "")
+            .file("sub/.git", "gitdir: ../x\n")
+            .dir("sub/.claude")
+            .file("shared.inc", "")
+            .repo("odd/name")
+            .file("odd/name/config", "[core]\nfsmonitor = x\n")
+            .file("odd/name/HEAD", "ref: refs/heads/main\n")
+            .file("notes/HEAD", "")
+            .file(".venv/pyvenv.cfg", "")
+            .file(".venv/lib/python3.11/site-packages/x.pth", "import os")
+            .dir("web/node_modules/.bin");
+        let found: Vec<(PathBuf, PathKind)> = [
+            (".git", PathKind::Dir),
+            (".env", PathKind::File),
+            ("sub/.claude", PathKind::Dir),
+            ("sub/.git", PathKind::File),
+            ("odd/name/HEAD", PathKind::File),
+            ("notes/HEAD", PathKind::File),
+            (".venv/pyvenv.cfg", PathKind::File),
+        ]
+        .into_iter()
+        .map(|(p, k)| (wd.join(p), k))
+        .collect();
+        let got: Vec<String> = present(wd, &found, &t)
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        // Not the .env (not host-run), not inside a `.git` file's repository.
+        // Not the .env (not host-run), not inside a `.git` file's repository,
+        // not a HEAD outside a repository, not an environment inside the
+        // project (the project's, docs/sandbox.md); the hooks directory is
+        // not there.
         assert_eq!(
             got,
             [
@@ -81,8 +134,10 @@ mod tests {
                 "/p/.git",
                 "/p/.git/config",
                 "/p/.git/hooks",
+                "/p/odd/name/config",
+                "/p/shared.inc",
                 "/p/sub/.claude",
-                "/p/sub/.git"
+                "/p/sub/.git",
             ]
         );
         assert!(!is_nested_name(".bashrc") && !is_nested_name("src"));

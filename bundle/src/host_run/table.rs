@@ -14,6 +14,9 @@
 //! `.pnpmfile.cjs` and the like (they run when the user runs the project or
 //! installs its dependencies, which is running the agent's work).
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 use super::list::Class::{Agent, Editor, HookManager, Repository, Shell, ToolManager, Toolchain};
 use super::list::Depth::{Any, Root};
 use super::list::Missing::{EmptyDir, EmptyFileInHome, Nothing};
@@ -128,9 +131,11 @@ pub const HOST_RUN: &[HostRun] = &[
     // patterns (mise src/config/mod.rs), read in each folder up from the
     // working directory: `mise.toml`, `.mise.toml`, `mise.<env>.toml`,
     // `mise.local.toml`, the `.rtx` names, `mise/config.toml`,
-    // `.mise/config.toml` and `.mise/conf.d/`, `.config/mise.toml`,
-    // `.config/mise/` (config.toml, mise.toml, conf.d/*.toml), and
-    // `.miserc.toml` (its early settings).
+    // `.mise/config.toml` and `.mise/conf.d/`, `.config/mise.toml` and
+    // `.config/mise.<env>.toml` (`env_config_patterns`; the names in any
+    // folder cover them), `.config/mise/`
+    // (config.toml, mise.toml, conf.d/*.toml), and `.miserc.toml` (its
+    // early settings).
     e("mise.toml", File, Any, Nothing, ToolManager, MISE),
     e("mise.*.toml", File, Any, Nothing, ToolManager, MISE),
     e(".mise.toml", File, Any, Nothing, ToolManager, MISE),
@@ -247,7 +252,37 @@ pub const GIT_INNER: &[&str] = &["config", "config.worktree", "commondir", "hook
 /// an entry in any folder.
 pub fn find(rel: &str) -> Option<&'static HostRun> {
     let parts: Vec<&str> = rel.split('/').filter(|c| !c.is_empty()).collect();
-    HOST_RUN.iter().find(|h| h.is_at(&parts))
+    find_parts(&parts)
+}
+
+/// `find` for a path already split into its components: a lookup of its
+/// last component, then the few glob names, so that a walk classifying
+/// every path of a big tree pays a hash per path, not a scan of the list.
+pub(super) fn find_parts(parts: &[&str]) -> Option<&'static HostRun> {
+    /// The list's indices by literal leaf, and those of the glob names.
+    type ByLeaf = (HashMap<&'static str, Vec<usize>>, Vec<usize>);
+    static BY_LEAF: OnceLock<ByLeaf> = OnceLock::new();
+    let (literal, globs) = BY_LEAF.get_or_init(|| {
+        let mut literal: HashMap<&'static str, Vec<usize>> = HashMap::new();
+        let mut globs = Vec::new();
+        for (i, h) in HOST_RUN.iter().enumerate() {
+            if h.leaf().contains('*') {
+                globs.push(i);
+            } else {
+                literal.entry(h.leaf()).or_default().push(i);
+            }
+        }
+        (literal, globs)
+    });
+    let leaf = parts.last()?;
+    let named = literal.get(leaf).map(Vec::as_slice).unwrap_or_default();
+    // The list's order decides between two that match.
+    named
+        .iter()
+        .chain(globs)
+        .filter(|&&i| HOST_RUN[i].is_at(parts))
+        .min()
+        .map(|&i| &HOST_RUN[i])
 }
 
 /// Whether a file or directory named `name` found below the working
@@ -262,7 +297,7 @@ pub fn is_nested_name(name: &str) -> bool {
 /// an index made for this one.
 pub fn search_key() -> String {
     let leaves: Vec<&str> = HOST_RUN.iter().map(|h| h.leaf()).collect();
-    format!("env-files+host-run {}", leaves.join(","))
+    format!("env-files+host-run {} HEAD,pyvenv.cfg", leaves.join(","))
 }
 
 #[cfg(test)]
@@ -301,6 +336,10 @@ mod tests {
         assert_eq!(name("sub/.claude"), Some(".claude"));
         assert_eq!(name("mise.dev.local.toml"), Some("mise.*.toml"));
         assert_eq!(name("a/.config/mise"), Some(".config/mise"));
+        assert_eq!(name("a/.config/mise.toml"), Some("mise.toml"));
+        assert_eq!(name(".config/mise.ci.local.toml"), Some("mise.*.toml"));
+        assert_eq!(name("a/mise.toml"), Some("mise.toml"));
+        assert_eq!(name("a/.git"), Some(".git"));
         assert_eq!(name("a/mise/config.toml"), Some("mise/config.toml"));
         assert_eq!(name("lefthook-local.yml"), Some("lefthook-local.*"));
         // Not the folder the tool reads it in, or not at the top.

@@ -20,6 +20,7 @@ use pathrs::{InodeType, Root};
 
 #[cfg(test)]
 mod tests;
+mod tree;
 
 /// What went wrong with one path, as one line: `OP PATH: CAUSE`.
 #[derive(Debug)]

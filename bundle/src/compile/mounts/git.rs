@@ -101,7 +101,7 @@ impl Builder<'_, '_> {
 
     /// A repository directory: a mount point of its own, what it runs from
     /// read-only, its submodules' repositories the same.
-    fn git_dir(&mut self, dir: &Path, worktree: Option<&Path>) -> Result<(), CompileError> {
+    pub(super) fn git_dir(&mut self, dir: &Path, worktree: Option<&Path>) -> Result<(), CompileError> {
         if self.git_dirs.iter().any(|d| d == dir) || !self.writable_at(dir) {
             return Ok(());
         }

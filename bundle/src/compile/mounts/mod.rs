@@ -74,11 +74,11 @@ pub fn is_env_file(name: &str) -> bool {
 }
 
 /// The names the start's one search looks for (`.env` files for
-/// `hide_env_files`, the host-run names for the nested pass and the
-/// quarantine): the same on every start, so the binary's index of it stays
+/// `hide_env_files`, the host-run names and the two that tell a repository
+/// or a virtualenv by shape, for the nested pass and the quarantine): the same on every start, so the binary's index of it stays
 /// valid whatever the policy, and the same at exit.
 pub fn search_names(name: &str) -> bool {
-    is_env_file(name) || crate::host_run::is_nested_name(name)
+    is_env_file(name) || crate::host_run::is_nested_name(name) || crate::host_run::is_shape_name(name)
 }
 
 /// How deep the start's one search looks, and how many .env files and

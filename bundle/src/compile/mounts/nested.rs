@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::{bind, is_forbidden, search_names, Builder, Layer, ENV_FILE_DEPTH, ENV_FILE_LIMIT, RO_BIND};
 use crate::compile::input::PathKind;
 use crate::compile::output::CompileError;
-use crate::host_run::{self, Depth, Shape};
+use crate::host_run::{self, Depth, Shape, Shaped};
 
 impl Builder<'_, '_> {
     /// What the search found (made once, on first use).
@@ -72,8 +72,16 @@ impl Builder<'_, '_> {
         }
         let wd = self.ctx.inv.workdir.clone();
         let mut repositories = Vec::new();
+        let mut shaped = Vec::new();
+        let host = self.ctx.host;
+        let tree = host_run::Rooted { host, root: &wd };
         for (path, kind) in self.search()? {
             let rel = path.strip_prefix(&wd).ok().and_then(|r| r.to_str()).unwrap_or("");
+            if let Some(Shaped::Repository(repo)) = host_run::shaped(Path::new(rel), &tree) {
+                if wanted(".git") {
+                    shaped.push(wd.join(repo));
+                }
+            }
             let Some(entry) = host_run::find(rel) else {
                 continue;
             };
@@ -102,6 +110,21 @@ impl Builder<'_, '_> {
         for dot_git in repositories {
             let worktree = dot_git.parent().unwrap_or(&wd).to_path_buf();
             self.repository(&dot_git, &worktree)?;
+        }
+        // A repository by git's test under another name: as a `.git`, its
+        // worktree (if any) what its own config names.
+        for dir in shaped {
+            self.git_dir(&dir, None)?;
+        }
+        // The top index's gitlinks: a plain `git status` at the top runs
+        // their repositories' configs, however deep or in whatever folder
+        // the search skips (`node_modules`) they lie.
+        if wanted(".git") {
+            for dot_git in host_run::Classifier::new(&tree).gitlinks() {
+                let dot_git = wd.join(dot_git);
+                let worktree = dot_git.parent().unwrap_or(&wd).to_path_buf();
+                self.repository(&dot_git, &worktree)?;
+            }
         }
         Ok(())
     }

@@ -25,8 +25,7 @@ impl Builder<'_, '_> {
         let found = host.find_all(wd, &super::search_names).map_err(|e| {
             CompileError::Invocation(format!("look for what the host runs under {}: {e}", wd.display()))
         })?;
-        Ok(Some(host_run::present(&self.ctx.inv.workdir, &found, &|p| {
-            host.kind(p)
-        })))
+        let tree = host_run::Rooted { host, root: wd };
+        Ok(Some(host_run::present(wd, &found, &tree)))
     }
 }

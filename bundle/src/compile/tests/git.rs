@@ -222,6 +222,44 @@ fn hook_managers_tool_managers_and_toolchains_are_protected() {
     );
 }
 
+/// By shape, not by name: a repository git takes for one under another
+/// name is protected as a `.git`. A virtualenv is the project's (the live
+/// mode leaves environments inside the project alone, docs/sandbox.md).
+#[test]
+fn repositories_by_shape_are_protected_environments_are_the_project_s() {
+    let host = FakeHost::typical()
+        .file("/home/u/proj/vendor/lib.git/HEAD")
+        .dir("/home/u/proj/vendor/lib.git/objects")
+        .dir("/home/u/proj/vendor/lib.git/refs")
+        .file("/home/u/proj/vendor/lib.git/config")
+        .file("/home/u/proj/notes/HEAD")
+        .file("/home/u/proj/notes/config")
+        .file("/home/u/proj/.venv/pyvenv.cfg")
+        .file("/home/u/proj/.venv/bin/activate")
+        .file("/home/u/proj/.venv/bin/pytest")
+        .file("/home/u/proj/.venv/lib/python3.11/site-packages/x.pth")
+        .file("/home/u/proj/.venv/lib/python3.11/site-packages/pkg/__init__.py");
+    let c = run(&Policy::embedded_default(), &host, &inv());
+    assert_eq!(is_bind_of_itself(&c, "/home/u/proj/vendor/lib.git"), RW);
+    read_only(&c, "/home/u/proj/vendor/lib.git/config");
+    for p in [
+        "notes/config",
+        ".venv/pyvenv.cfg",
+        ".venv/bin/activate",
+        ".venv/lib/python3.11/site-packages/x.pth",
+        ".venv/bin/pytest",
+        ".venv/lib/python3.11/site-packages/pkg/__init__.py",
+    ] {
+        assert!(mount_at(&c, &format!("/home/u/proj/{p}")).is_empty(), "{p}");
+    }
+    let start = c.host_run.as_ref().unwrap();
+    assert!(
+        start.contains(&PathBuf::from("/home/u/proj/vendor/lib.git/config")),
+        "{start:?}"
+    );
+    assert!(!start.iter().any(|p| p.starts_with("/home/u/proj/notes")), "{start:?}");
+}
+
 #[test]
 fn entries_below_the_top_are_protected_as_at_the_top() {
     let host = FakeHost::typical()

@@ -1,55 +1,7 @@
 //! The classifier on a fake tree: each class by its shape, not its name.
 
-use std::collections::BTreeMap;
-
 use super::*;
-
-/// A tree of files (with content), directories and links, relative paths.
-#[derive(Default)]
-struct Fake(BTreeMap<PathBuf, (PathKind, Vec<u8>)>);
-
-impl Fake {
-    fn dir(mut self, p: &str) -> Self {
-        let mut acc = PathBuf::new();
-        for c in Path::new(p).components() {
-            acc.push(c);
-            self.0.entry(acc.clone()).or_insert((PathKind::Dir, Vec::new()));
-        }
-        self
-    }
-
-    fn file(self, p: &str, content: &str) -> Self {
-        let parent = Path::new(p).parent().unwrap().to_str().unwrap().to_owned();
-        let mut s = if parent.is_empty() { self } else { self.dir(&parent) };
-        s.0.insert(p.into(), (PathKind::File, content.as_bytes().to_vec()));
-        s
-    }
-
-    fn link(mut self, p: &str, target: &str) -> Self {
-        self.0.insert(p.into(), (PathKind::Symlink(target.into()), Vec::new()));
-        self
-    }
-
-    /// A repository's shape at `dir`.
-    fn repo(self, dir: &str) -> Self {
-        self.file(&format!("{dir}/HEAD"), "ref: refs/heads/main\n")
-            .dir(&format!("{dir}/objects"))
-            .dir(&format!("{dir}/refs/heads"))
-    }
-}
-
-impl Tree for Fake {
-    fn kind(&self, rel: &Path) -> Option<PathKind> {
-        self.0.get(rel).map(|(k, _)| k.clone())
-    }
-
-    fn read(&self, rel: &Path, limit: usize) -> Option<Vec<u8>> {
-        match self.0.get(rel) {
-            Some((PathKind::File, c)) => Some(c[..c.len().min(limit)].to_vec()),
-            _ => None,
-        }
-    }
-}
+use crate::host_run::fake::Fake;
 
 fn class(t: &Fake, rel: &str) -> Option<(Class, String)> {
     classify(Path::new(rel), t).map(|v| (v.class, v.entry.display().to_string()))
@@ -113,6 +65,9 @@ fn what_the_top_repository_s_config_names() {
         fn root(&self) -> Option<&Path> {
             Some(self.1)
         }
+        fn list(&self, rel: &Path) -> Option<Vec<String>> {
+            self.0.list(rel)
+        }
     }
     let at = At(&t, &root);
     let c = Classifier::new(&at);
@@ -133,7 +88,7 @@ fn what_the_top_repository_s_config_names() {
     assert_eq!(got("outside"), None);
     assert_eq!(got("home.inc"), None);
     assert_eq!(got("tools/other.sh"), None);
-    assert_eq!(c.included().len(), 3);
+    assert_eq!(c.included().count(), 3);
 }
 
 #[test]
@@ -150,6 +105,37 @@ fn husky_s_scripts_beside_its_hooks_and_a_gitdir_file_s_repository() {
     assert_eq!(class(&t, "tools/other.sh"), None);
     is(&t, ".git", Class::Repository, ".git");
     is(&t, "repo.git/config", Class::Repository, "repo.git");
+}
+
+/// A gitlink in the top index: a plain `git status` at the top recurses
+/// into its repository (here absorbed into `.git/modules`, as `git
+/// submodule` leaves it) and runs that repository's config, which may
+/// include a file of the tree.
+#[test]
+fn the_top_index_s_gitlinks_and_what_their_configs_name() {
+    let index = crate::host_run::index::tests::index_of(&[
+        (0o100644, "README"),
+        (0o160000, "node_modules/x/deep/sub"),
+        (0o160000, "gone"),
+    ]);
+    let t = Fake::default()
+        .repo(".git")
+        .bytes(".git/index", &index)
+        .repo(".git/modules/sub")
+        .file(".git/modules/sub/config", "[include]\npath = ../../../lib/sub.inc\n")
+        .file("node_modules/x/deep/sub/.git", "gitdir: ../../../../.git/modules/sub\n");
+    let c = Classifier::new(&t);
+    let got = |rel: &str| c.classify(Path::new(rel)).map(|v| (v.class, v.entry, v.runs));
+    let (class, entry, runs) = got("node_modules/x/deep/sub/.git").unwrap();
+    assert_eq!(
+        (class, entry),
+        (Class::Repository, "node_modules/x/deep/sub/.git".into())
+    );
+    assert!(runs.contains("gitlink"), "{runs}");
+    assert_eq!(got("lib/sub.inc").map(|v| v.0), Some(Class::GitConfigured));
+    // A gitlink not checked out: its `.git`, when one appears, is host-run.
+    assert_eq!(got("gone/.git/config").map(|v| v.1), Some("gone/.git".into()));
+    assert_eq!(got("node_modules/x/deep/sub/index.js"), None);
 }
 
 #[test]

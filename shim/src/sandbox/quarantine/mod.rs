@@ -128,7 +128,7 @@ fn present(wd: &Dir, host: &StdHost) -> std::result::Result<(Vec<PathBuf>, Blind
             Err(e) => blind.push((rel, e.to_string())),
         }
     }
-    Ok((host_run::present(workdir, &found, &|p| kind(wd, p)), blind))
+    Ok((host_run::present(workdir, &found, wd), blind))
 }
 
 /// Makes the folder `rel` readable and searchable by its owner, through the
@@ -153,14 +153,7 @@ fn open_dir(wd: &Dir, rel: &Path) -> std::result::Result<(), String> {
 
 /// lstat below the working directory's handle: nothing followed.
 fn kind(wd: &Dir, p: &Path) -> Option<PathKind> {
-    let rel = p.strip_prefix(wd.path()).ok()?;
-    let st = wd.stat(rel).ok()??;
-    Some(match st.kind {
-        crate::hostfs::Kind::Dir => PathKind::Dir,
-        crate::hostfs::Kind::File => PathKind::File,
-        crate::hostfs::Kind::Link => PathKind::Symlink(PathBuf::new()),
-        crate::hostfs::Kind::Other => PathKind::Other,
-    })
+    host_run::Tree::kind(wd, p.strip_prefix(wd.path()).ok()?)
 }
 
 impl Watch {
@@ -260,12 +253,16 @@ impl Watch {
                 new.dedup();
             }
         }
+        // What each runs, by class (a repository by its shape, a file its
+        // config includes), the name's entry otherwise.
+        let classifier = host_run::Classifier::new(&self.wd);
         let lefts: Vec<Left> = new
             .iter()
             .map(|p| {
                 let rel = p.strip_prefix(&workdir).unwrap_or(p).to_path_buf();
+                let by_class = classifier.classify(&rel).map(|v| v.runs);
                 Left {
-                    runs: runs_of(&rel),
+                    runs: by_class.unwrap_or_else(|| runs_of(&rel)),
                     rel,
                 }
             })

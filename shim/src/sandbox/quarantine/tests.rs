@@ -42,10 +42,11 @@ fn watch(w: &World, mode: AfterEffects) -> Watch {
     let found = host()
         .find_all(&w.wd, &claude_shim_bundle::compile::search_names)
         .unwrap();
-    let kind = |p: &Path| host().kind(p);
     Watch {
         wd: Dir::open(&w.wd).unwrap(),
-        start: host_run::present(&w.wd, &found, &kind).into_iter().collect(),
+        start: host_run::present(&w.wd, &found, &Dir::open(&w.wd).unwrap())
+            .into_iter()
+            .collect(),
         mode,
         store: prepare(mode, "test", &quarantine(w)).unwrap(),
     }
@@ -305,4 +306,52 @@ fn a_run_that_shared_the_directory_leaves_new_entries_to_the_last() {
     let out = watch2.finish(&host(), &[], &last);
     let moved: Vec<String> = out.moved.iter().map(|l| l.rel.display().to_string()).collect();
     assert_eq!(moved, [".envrc", "mine/.claude"], "{:?}", out.lines());
+}
+
+/// The classes known by shape and by what a config names (issue 35 item 1):
+/// a repository under another name, the file the repository's config
+/// includes that did not exist at start, a hook manager's config and a
+/// toolchain file 9 levels down, each moved; the repository's history
+/// stays, and so does a virtualenv's `.pth` (environments inside the
+/// project are the project's in the live mode, docs/sandbox.md).
+#[test]
+fn what_the_run_made_by_class_is_moved_aside() {
+    let w = world();
+    std::fs::write(w.wd.join(".git/config"), "[include]\n\tpath = ../team.gitconfig\n").unwrap();
+    std::fs::create_dir_all(w.wd.join(".venv/lib/python3.11/site-packages/pkg")).unwrap();
+    std::fs::write(w.wd.join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    let watch = watch(&w, AfterEffects::Quarantine);
+    for d in ["vendor/x/objects", "vendor/x/refs/heads"] {
+        std::fs::create_dir_all(w.wd.join(d)).unwrap();
+    }
+    std::fs::write(w.wd.join("vendor/x/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(w.wd.join("vendor/x/config"), "[core]\nfsmonitor = touch /tmp/x\n").unwrap();
+    let sp = w.wd.join(".venv/lib/python3.11/site-packages");
+    std::fs::write(sp.join("evil.pth"), "import os\n").unwrap();
+    std::fs::write(sp.join("pkg/__init__.py"), "").unwrap();
+    std::fs::write(w.wd.join("team.gitconfig"), "[core]\nfsmonitor = touch /tmp/x\n").unwrap();
+    std::fs::write(w.wd.join(".pre-commit-config.yaml"), "repos: []\n").unwrap();
+    std::fs::create_dir_all(w.wd.join("deep/a/b/c/d/e/f/g/h/i")).unwrap();
+    std::fs::write(w.wd.join("deep/a/b/c/d/e/f/g/h/i/rust-toolchain.toml"), "").unwrap();
+
+    let out = watch.finish(&host(), &[], &Neighbours::alone());
+    let moved: Vec<String> = out.moved.iter().map(|l| l.rel.display().to_string()).collect();
+    assert_eq!(
+        moved,
+        [
+            ".pre-commit-config.yaml",
+            "deep/a/b/c/d/e/f/g/h/i/rust-toolchain.toml",
+            "team.gitconfig",
+            "vendor/x/config",
+        ],
+        "{out:?}"
+    );
+    assert!(out.failed.is_empty() && out.errors.is_empty(), "{out:?}");
+    for kept in [
+        "vendor/x/HEAD",
+        ".venv/lib/python3.11/site-packages/evil.pth",
+        ".venv/lib/python3.11/site-packages/pkg/__init__.py",
+    ] {
+        assert!(w.wd.join(kept).symlink_metadata().is_ok(), "{kept} was taken");
+    }
 }

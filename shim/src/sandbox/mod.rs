@@ -64,7 +64,18 @@ pub fn state_path(name: &str) -> Result<PathBuf> {
 /// $XDG_STATE_HOME outside it), the path below it, and whether the anchor
 /// is $XDG_STATE_HOME.
 fn state_anchor(name: &str) -> Result<(PathBuf, PathBuf, bool)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+    // Without $HOME (a root shell from a service, `env -i`), the user's
+    // home from the password database, as glib's and Python's lookups do:
+    // the quarantine is made at start, so every run needs its state.
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        })
+        .filter(|h| h.is_absolute());
     let xdg = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|x| x.is_absolute());
@@ -72,7 +83,9 @@ fn state_anchor(name: &str) -> Result<(PathBuf, PathBuf, bool)> {
         (Some(x), Some(h)) if x.starts_with(&h) => (h.clone(), x.strip_prefix(&h).unwrap_or(&x).to_path_buf(), false),
         (Some(x), _) => (x, PathBuf::new(), true),
         (None, Some(h)) => (h, PathBuf::from(".local/state"), false),
-        (None, None) => anyhow::bail!("find the state directory: HOME is not set"),
+        (None, None) => {
+            anyhow::bail!("find the state directory: HOME is not set and the user has no home in the password database")
+        }
     };
     Ok((anchor, rel.join("claude-shim").join(name), is_xdg))
 }

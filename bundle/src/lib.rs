@@ -15,8 +15,8 @@ pub mod seccomp;
 pub mod write;
 
 pub use compile::{
-    compile, git_ssh_command, CompileError, Compiled, HostView, Invocation, Owner, PathKind, Placeholder, RunAs,
-    SkeletonEntry, CONNECT_PATH, CONNECT_VERB,
+    attach_layer, compile, git_ssh_command, CompileError, Compiled, HostView, Invocation, Owner, PathKind, Placeholder,
+    RunAs, SkeletonEntry, CONNECT_PATH, CONNECT_VERB,
 };
 pub use policy::{Policy, PolicyError};
 pub use write::{fill_skeleton, write_bundle, WriteError, WriteOptions};

@@ -20,6 +20,7 @@ mod run_as;
 /// period of its quota: the runtime's admin policy applies them to specs an
 /// engine wrote.
 pub use linux::CPU_PERIOD;
+pub use mounts::review::attach_layer;
 pub use mounts::{search_names, ENV_FILE_DEPTH, ENV_FILE_LIMIT, MASKED_PATHS, READONLY_PATHS};
 pub use network::{git_ssh_command, CONNECT_PATH, CONNECT_VERB};
 

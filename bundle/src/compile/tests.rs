@@ -19,6 +19,7 @@ mod home;
 mod identity;
 mod isolation;
 mod network;
+mod review;
 mod run_as;
 mod sockets;
 mod spec;

@@ -86,6 +86,10 @@ pub struct Filesystem {
     pub root: RootSource,
     #[serde(default)]
     pub workdir: Access,
+    /// Where the writes to the working directory go: the project, or a
+    /// layer kept for review.
+    #[serde(default)]
+    pub workspace: Workspace,
     #[serde(default)]
     pub tmp: Tmp,
     #[serde(default)]
@@ -127,6 +131,7 @@ impl Default for Filesystem {
         Self {
             root: RootSource::Host,
             workdir: Access::Rw,
+            workspace: Workspace::Live,
             tmp: Tmp::Private,
             writable: Vec::new(),
             readonly: Vec::new(),

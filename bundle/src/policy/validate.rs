@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::builtin::{builtin_protected, BUILTIN_HIDDEN};
 use super::env::{self, is_secret_name};
 use super::schema::Policy;
-use super::values::{BindPath, ByteSize, HostPath, NetworkMode, PolicyPath};
+use super::values::{Access, BindPath, ByteSize, HostPath, NetworkMode, PolicyPath, Workspace};
 
 /// A field path and what is wrong with it, before the origin is added.
 pub(crate) type FieldError = (String, String);
@@ -28,6 +28,12 @@ impl Policy {
     /// Checks across fields (what a single value cannot tell).
     pub(crate) fn validate(&self) -> Result<(), FieldError> {
         let fs = &self.filesystem;
+        if fs.workspace == Workspace::Review && fs.workdir == Access::Ro {
+            return err(
+                "filesystem.workspace",
+                "\"review\" keeps the sandbox's writes to the working directory in a layer, and workdir = \"ro\" allows none: choose one",
+            );
+        }
         for (i, u) in fs.unprotected.iter().enumerate() {
             if !builtin_protected().iter().any(|b| b.path == u.path) {
                 return err(

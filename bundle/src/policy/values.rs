@@ -16,7 +16,7 @@ mod seccomp;
 pub use claude::ServerTool;
 pub use environment::{EnvName, EnvPattern};
 pub use filesystem::{
-    AbsPath, Access, AfterEffects, BindPath, HomeMode, HostPath, PolicyPath, RootSource, Tmp, WorkdirPath,
+    AbsPath, Access, AfterEffects, BindPath, HomeMode, HostPath, PolicyPath, RootSource, Tmp, WorkdirPath, Workspace,
 };
 pub use network::{CidrRule, HostPattern, NetworkMode, Publish};
 pub use process::{ByteSize, CapabilityName, RlimitName, UserNamespace};

@@ -7,7 +7,8 @@
 //!
 //! The `Builder` and the passes every sandbox takes live here; a pass with a
 //! concern of its own adds its `impl Builder` block in a file beside this one:
-//! `git` (the repositories), `nested` (the start's one search, and the
+//! `git` (the repositories), `review` (the working directory as an overlay
+//! for `filesystem.workspace = "review"`), `nested` (the start's one search, and the
 //! host-run entries below the top), `present` (what the quarantine at exit
 //! compares against), `home` (the empty home, the home as the working
 //! directory), `sockets` (the host's unix sockets covered) and `root_only`
@@ -18,6 +19,7 @@ mod git;
 mod home;
 mod nested;
 mod present;
+pub(super) mod review;
 mod root_only;
 mod sockets;
 mod stack;
@@ -33,7 +35,7 @@ use super::input::PathKind;
 use super::output::{CompileError, Placeholder, SkeletonEntry};
 use super::resolve::{resolve, resolved_kind};
 use crate::host_run::{self, Missing, Shape};
-use crate::policy::values::{Access, RootSource};
+use crate::policy::values::{Access, RootSource, Workspace};
 
 /// Top-level names of the host that get their own filesystem inside (or
 /// nothing, for lost+found), never a bind of the host's.
@@ -388,6 +390,9 @@ impl Builder<'_, '_> {
                 ));
             }
         }
+        if self.ctx.policy.filesystem.workspace == Workspace::Review {
+            return self.review_workdir(&wd);
+        }
         let options = match self.ctx.policy.filesystem.workdir {
             Access::Rw => RW_BIND,
             Access::Ro => RO_BIND,
@@ -550,10 +555,15 @@ pub(crate) fn compile(ctx: &Ctx<'_>) -> Result<Filesystem, CompileError> {
     b.extra_binds()?;
     b.workdir()?;
     b.masked()?;
-    b.protected()?;
-    b.nested()?;
+    // The review workspace binds no host path under the working directory
+    // (review.rs), and the quarantine at exit has nothing to look for.
+    let review = ctx.policy.filesystem.workspace == Workspace::Review;
+    if !review {
+        b.protected()?;
+        b.nested()?;
+    }
     b.hidden()?;
-    let host_run = b.host_run_present()?;
+    let host_run = if review { None } else { b.host_run_present()? };
     b.home_workdir()?;
     b.sockets()?;
     b.root_only()?;

@@ -48,6 +48,18 @@ pub enum AfterEffects {
     Report,
 }
 
+/// Where the sandbox's writes to the working directory go: `live`, the
+/// project itself (guarded by the protected paths and the quarantine at
+/// exit), or `review`, a layer over it in claude-shim's state that reaches
+/// the project only through `claude-shim apply` (docs/review.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workspace {
+    #[default]
+    Live,
+    Review,
+}
+
 /// Only `private` exists: the host's /tmp holds IDE and agent sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]

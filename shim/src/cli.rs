@@ -109,6 +109,12 @@ pub enum Command {
     Deny(ChangeArgs),
     /// Check this machine for what claude-shim needs: one line per check, with what to do
     Doctor(Doctor),
+    /// What a review run changed, each path flagged where the host would run it (`--diff`, `--json`, `--list`)
+    Changes(ChangesArgs),
+    /// Bring a review run's changes into the project: every unflagged one, or the paths named
+    Apply(ApplyArgs),
+    /// Remove a review run and everything it kept
+    Discard(DiscardArgs),
 
     // Internal verbs.
     /// The probe of `verify`, run inside a sandbox (internal)
@@ -168,6 +174,9 @@ pub struct Sandbox {
     /// 127.0.0.1:HOSTPORT (repeatable; inbound only, in every network mode)
     #[arg(long, value_name = "[HOSTPORT:]PORT")]
     pub publish: Vec<String>,
+    /// Keep every write to the working directory for review (claude-shim changes, apply): the project is not written
+    #[arg(long)]
+    pub review: bool,
     /// The command and its arguments
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -185,6 +194,9 @@ pub struct Claude {
     /// 127.0.0.1:HOSTPORT (repeatable; whole agent only)
     #[arg(long, value_name = "[HOSTPORT:]PORT")]
     pub publish: Vec<String>,
+    /// Keep every write to the project for review (claude-shim changes, apply): the project is not written
+    #[arg(long)]
+    pub review: bool,
     /// Arguments for claude
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
@@ -245,6 +257,38 @@ pub enum QuarantineCommand {
         /// The run, as `list` names it
         run: String,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ChangesArgs {
+    /// The review run (default: the latest of the current project)
+    pub run: Option<String>,
+    /// Also print each change as a unified diff
+    #[arg(long)]
+    pub diff: bool,
+    /// Print the changes as a JSON array
+    #[arg(long)]
+    pub json: bool,
+    /// List every kept review run instead
+    #[arg(long)]
+    pub list: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// The review run (default: the latest of the current project)
+    pub run: Option<String>,
+    /// Paths to apply, relative to the project (default: every change the host would not run)
+    pub paths: Vec<PathBuf>,
+    /// Say what would be applied, and write nothing
+    #[arg(long)]
+    pub check: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DiscardArgs {
+    /// The review run (default: the latest of the current project)
+    pub run: Option<String>,
 }
 
 #[derive(Args, Debug)]

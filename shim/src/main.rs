@@ -96,6 +96,10 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         Command::Completion { shell } => return manual::completion(*shell),
         // Before Runtime::new: the checks must run (and say why) where it cannot.
         Command::Doctor(a) => return commands::doctor::doctor(a),
+        // Review runs live in the user's state, not the runtime's.
+        Command::Changes(a) => return commands::review::changes(a),
+        Command::Apply(a) => return commands::review::apply(a),
+        Command::Discard(a) => return commands::review::discard(a),
         _ => {}
     }
     if cli.global.systemd_cgroup {
@@ -152,6 +156,9 @@ fn dispatch(cli: &Cli, cmd: &Command) -> anyhow::Result<i32> {
         | Command::Man { .. }
         | Command::Completion { .. }
         | Command::Doctor(_)
+        | Command::Changes(_)
+        | Command::Apply(_)
+        | Command::Discard(_)
         | Command::Spawner => {
             unreachable!("handled above")
         }

@@ -29,9 +29,41 @@ pub fn escaped(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A file name's bytes (one a sandbox made) as printable text that names it
+/// exactly: unsafe characters escaped as `escaped` does, a backslash
+/// doubled, and each byte that is not UTF-8 written `\x{NN}`, so no two
+/// names print alike and a printed name can be given back.
+pub fn escaped_name(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                out.push_str("\\\\");
+            } else if unsafe_char(c) {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{{{b:02x}}}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_print_escaped_and_never_alike() {
+        assert_eq!(escaped_name(b"a\x1b[31mred\n"), "a\\u{1b}[31mred\\n");
+        assert_eq!(escaped_name(b"back\\slash"), "back\\\\slash");
+        assert_eq!(escaped_name(b"bad\xff\xfe"), "bad\\x{ff}\\x{fe}");
+        assert_ne!(escaped_name(b"\\u{1b}"), escaped_name(b"\x1b"));
+        assert_eq!(escaped_name("名前".as_bytes()), "名前");
+    }
 
     #[test]
     fn controls_and_overrides_are_escaped() {

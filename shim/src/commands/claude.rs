@@ -32,6 +32,11 @@ pub const SYSTEMD_CGROUP_ENV: &str = "CLAUDE_SHIM_SHELL_SYSTEMD_CGROUP";
 
 pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     if args.per_command {
+        if args.review {
+            bail!(
+                "run claude --per-command --review: Claude Code's own Write and Edit tools run on the host in --per-command and would write the project; use claude --review (the whole agent in the sandbox)"
+            );
+        }
         if let Some(p) = args.publish.first() {
             bail!(
                 "use --publish {p} with --per-command: nothing a Bash call starts outlives the call, so no server \
@@ -60,6 +65,9 @@ pub fn claude(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
     let run_as = sandbox::run_as(&inv);
     let mut base = sandbox::load_policy(args.policy.as_deref())?;
     sandbox::add_published(&mut base, &args.publish)?;
+    if args.review {
+        base.filesystem.workspace = claude_shim_bundle::policy::values::Workspace::Review;
+    }
     let name = claude::config_dir_name(run_as);
     // Refused before anything is made: the sandbox reaches the directory
     // through the host's folders above it, unless the home is empty (then
@@ -136,6 +144,14 @@ fn outside_project(what: &str, path: &Path, project: &Path) -> Result<()> {
 }
 
 fn per_command(rt: &Runtime, args: &crate::cli::Claude) -> Result<i32> {
+    let policy = sandbox::load_policy(args.policy.as_deref())?;
+    if sandbox::run::with_admin_workspace(&policy)?.filesystem.workspace
+        == claude_shim_bundle::policy::values::Workspace::Review
+    {
+        bail!(
+            "run claude --per-command: its policy or the admin policy keeps writes for review, and Claude Code's own Write and Edit tools run on the host in --per-command; use claude --review (the whole agent in the sandbox)"
+        );
+    }
     let exe = claude::find_claude()?;
     let cwd = std::env::current_dir().context("read the working directory")?;
     let cwd = std::fs::canonicalize(&cwd).with_context(|| format!("open {}", cwd.display()))?;

@@ -16,11 +16,27 @@ pub fn collect(rt: &Runtime) -> Collected {
     out
 }
 
+/// Review runs are the user's to apply or discard, never collected: said.
+fn kept_review_runs() {
+    let Ok(runs) = crate::sandbox::review::store::list() else {
+        return;
+    };
+    let runs: Vec<_> = runs.into_iter().flatten().collect();
+    if let Some(oldest) = runs.iter().map(|r| r.time.as_str()).min() {
+        println!(
+            "kept {} review run{} (the oldest began {oldest}): not collected; claude-shim changes --list, claude-shim discard RUN",
+            runs.len(),
+            if runs.len() == 1 { "" } else { "s" }
+        );
+    }
+}
+
 pub fn gc(rt: &Runtime) -> Result<i32> {
     let out = collect(rt);
     for r in &out.removed {
         println!("removed {r}");
     }
+    kept_review_runs();
     match out.failed.as_slice() {
         [] => Ok(0),
         [one] => bail!("collect what killed runtimes left: {one}"),

@@ -11,6 +11,7 @@ pub mod gc;
 pub mod info;
 pub mod manual;
 pub mod quarantine;
+pub mod review;
 pub mod run;
 pub mod sandbox;
 pub mod spec;

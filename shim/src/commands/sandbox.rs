@@ -5,6 +5,7 @@
 use std::os::fd::AsRawFd;
 
 use anyhow::Result;
+use claude_shim_bundle::policy::values::Workspace;
 
 use crate::commands::run::generated_id;
 use crate::runtime::{foreground, Runtime};
@@ -20,6 +21,9 @@ pub fn sandbox(rt: &Runtime, args: &crate::cli::Sandbox) -> Result<i32> {
     foreground::defer_termination()?;
     let mut policy = sandbox::load_policy(args.policy.as_deref())?;
     sandbox::add_published(&mut policy, &args.publish)?;
+    if args.review {
+        policy.filesystem.workspace = Workspace::Review;
+    }
     let inv = sandbox::invocation(
         args.workdir.as_deref(),
         args.rootfs.as_deref(),
@@ -55,6 +59,12 @@ pub fn run_policy(
 
 pub fn bundle(args: &crate::cli::BundleArgs) -> Result<i32> {
     let policy = sandbox::load_policy(args.policy.as_deref())?;
+    if policy.filesystem.workspace == Workspace::Review {
+        anyhow::bail!(
+            "write a bundle of {}: workspace = \"review\" keeps its layer in claude-shim's state, made for each run; run it with claude-shim sandbox",
+            policy.name()
+        );
+    }
     let command = if args.command.is_empty() {
         vec!["sh".to_owned()]
     } else {

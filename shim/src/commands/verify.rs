@@ -91,6 +91,12 @@ fn under_runtime(runtime: &Path, bundle: &Path, dir: &Path) -> Result<ProbeRun> 
 pub fn verify(rt: &Runtime, args: &crate::cli::Verify) -> Result<i32> {
     crate::runtime::foreground::defer_termination()?;
     let policy = sandbox::load_policy(args.policy.as_deref())?;
+    if policy.filesystem.workspace == claude_shim_bundle::policy::values::Workspace::Review {
+        anyhow::bail!(
+            "verify {}: workspace = \"review\" is not verified yet (its layer is made per run); verify checks the live workspace's defences",
+            policy.name()
+        );
+    }
     let reach = from_spec::Reach::parse(args.reach.as_deref())?;
     let peers = match &args.peers {
         Some(p) => crate::commands::verify_peers::load(p)?,

@@ -100,7 +100,13 @@ fn try_user_namespace() -> Result<(), String> {
 }
 
 /// Returns 0, or 64 * step + errno (errnos that matter here are below 64).
-unsafe fn userns_child(setgroups: &CString, uid_map: &CString, gid_map: &CString, uid: &[u8], gid: &[u8]) -> i32 {
+pub(super) unsafe fn userns_child(
+    setgroups: &CString,
+    uid_map: &CString,
+    gid_map: &CString,
+    uid: &[u8],
+    gid: &[u8],
+) -> i32 {
     let errno = || {
         std::io::Error::last_os_error()
             .raw_os_error()
@@ -131,7 +137,7 @@ unsafe fn userns_child(setgroups: &CString, uid_map: &CString, gid_map: &CString
     0
 }
 
-fn crate_io_text(errno: i32) -> String {
+pub(super) fn crate_io_text(errno: i32) -> String {
     let text = std::io::Error::from_raw_os_error(errno).to_string();
     text.split(" (os error").next().unwrap_or_default().to_lowercase()
 }

@@ -11,6 +11,7 @@ mod claude_code;
 mod engines;
 mod kernel;
 mod network;
+mod review;
 
 pub use check::{Check, Status};
 
@@ -28,6 +29,7 @@ pub fn run(opts: &Options) -> Vec<Check> {
     checks.extend(kernel::checks());
     checks.extend(cgroup::checks());
     checks.extend(network::checks());
+    checks.push(review::check());
     checks.push(admin::check());
     checks.extend(engines::checks(opts.engine_image));
     checks.extend(claude_code::checks());

@@ -89,6 +89,9 @@ pub struct Stat {
     pub gid: u32,
     /// The last modification, in nanoseconds since the epoch.
     pub mtime_ns: i128,
+    /// The last change of content or metadata (which no caller can set), in
+    /// nanoseconds since the epoch.
+    pub ctime_ns: i128,
 }
 
 impl Stat {
@@ -110,6 +113,7 @@ impl Stat {
             uid: st.st_uid,
             gid: st.st_gid,
             mtime_ns: st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
+            ctime_ns: st.st_ctime as i128 * 1_000_000_000 + st.st_ctime_nsec as i128,
         }
     }
 }
@@ -338,6 +342,16 @@ impl Dir {
         self.replace_with(rel, |d, tmp| d.write_new(tmp, content, mode))
     }
 
+    /// `rel` replaced by a new file holding what `src` reads to its end, as
+    /// `replace` does (streamed: the file may be large).
+    pub fn replace_from(&self, rel: &Path, src: &mut dyn Read, mode: u32) -> Result<()> {
+        let src = std::cell::RefCell::new(src);
+        self.replace_with(rel, |d, tmp| {
+            let mut f = d.create_new(tmp, mode)?;
+            d.at("write", tmp, || io::copy(&mut *src.borrow_mut(), &mut f).map(|_| ()))
+        })
+    }
+
     /// `rel` replaced by a symbolic link to `target`, as `replace` does.
     pub fn replace_symlink(&self, rel: &Path, target: &Path) -> Result<()> {
         self.replace_with(rel, |d, tmp| {
@@ -443,7 +457,7 @@ impl Dir {
         self.at("chmod", rel, || {
             // O_PATH and the descriptor's /proc link: fchmodat cannot refuse
             // a link by itself on every kernel.
-            let h = self.root.resolve(here(rel)).map_err(os)?;
+            let h = self.root.resolve_nofollow(here(rel)).map_err(os)?;
             let st = rustix::fs::fstat(h.as_fd())?;
             if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
                 return Err(io::Error::from_raw_os_error(libc::ELOOP));

@@ -14,6 +14,7 @@ pub mod lookup;
 pub mod nested;
 pub mod policy_file;
 pub mod quarantine;
+pub mod review;
 pub mod root_only;
 pub mod run;
 pub mod sockets;

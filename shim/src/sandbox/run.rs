@@ -5,16 +5,19 @@
 //! and released, the bundle removed. `sandbox`, `claude` (the whole agent)
 //! and each per-call sandbox of `claude --per-command` run through here.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use claude_shim_bundle::policy::values::Workspace as WorkspaceKind;
 use claude_shim_bundle::{Compiled, Invocation, Policy};
 
 use crate::commands::run::{run_bundle, RunOptions};
 use crate::runtime::{foreground, Runtime};
 use crate::sandbox;
 use crate::sandbox::workspace::live::Live;
+use crate::sandbox::workspace::review::Review;
 use crate::sandbox::workspace::Workspace;
 
 /// How long a command has to exit after Ctrl-C or SIGTERM before it is killed.
@@ -34,6 +37,8 @@ pub struct Run<'a> {
 /// to the end and removes everything made for it. Returns the exit code.
 /// The caller has called `foreground::defer_termination`.
 pub fn run(rt: &Runtime, r: &Run<'_>, edit: &mut dyn FnMut(&mut Compiled) -> Result<()>) -> Result<i32> {
+    let policy = with_admin_workspace(r.policy)?;
+    let r = &Run { policy: &policy, ..*r };
     let ours = rt.root.join(".claude-shim");
     std::fs::create_dir_all(&ours).with_context(|| format!("create state directory {}", ours.display()))?;
     let bundle = ours.join(format!("{}.bundle", r.id));
@@ -63,7 +68,8 @@ pub fn run(rt: &Runtime, r: &Run<'_>, edit: &mut dyn FnMut(&mut Compiled) -> Res
         };
         run_bundle(rt, opts, &crate::admin::apply, &mut Some, Some(GRACE))
     })();
-    if rt.exists(r.id) {
+    let created = rt.exists(r.id);
+    if created {
         sandbox::denials::report(&rt.meta_dir(r.id), r.id);
         crate::timing::mark("denials reported");
         if let Err(e) = rt.delete(r.id, true) {
@@ -71,7 +77,7 @@ pub fn run(rt: &Runtime, r: &Run<'_>, edit: &mut dyn FnMut(&mut Compiled) -> Res
         }
         crate::timing::mark("deleted");
     }
-    let settled = workspace.settle();
+    let settled = workspace.settle(created);
     workspace.release();
     remove_bundle(&bundle);
     // What earlier sandboxes (or other runs) left when they were killed; on
@@ -95,7 +101,30 @@ pub fn run(rt: &Runtime, r: &Run<'_>, edit: &mut dyn FnMut(&mut Compiled) -> Res
 
 /// The workspace the run's policy asks for, opened before compiling.
 fn open_workspace(r: &Run<'_>, ours: &Path) -> Result<Box<dyn Workspace>> {
-    Ok(Box::new(Live::open(r.policy, r.inv, ours, r.id)?))
+    Ok(match r.policy.filesystem.workspace {
+        WorkspaceKind::Live => Box::new(Live::open(r.policy, r.inv, ours, r.id)?),
+        WorkspaceKind::Review => Box::new(Review::open(r.inv, r.id)?),
+    })
+}
+
+/// `policy`, with the review workspace where the admin policy
+/// (/etc/claude-shim/policy.toml) asks for it: a run cannot loosen it.
+pub fn with_admin_workspace(policy: &Policy) -> Result<Cow<'_, Policy>> {
+    if policy.filesystem.workspace == WorkspaceKind::Review {
+        return Ok(Cow::Borrowed(policy));
+    }
+    match crate::admin::load()? {
+        Some(a) if a.policy.filesystem.workspace == WorkspaceKind::Review => {
+            let mut p = policy.clone();
+            p.filesystem.workspace = WorkspaceKind::Review;
+            tracing::debug!(
+                "the admin policy {} keeps every run's writes for review",
+                a.path.display()
+            );
+            Ok(Cow::Owned(p))
+        }
+        _ => Ok(Cow::Borrowed(policy)),
+    }
 }
 
 /// A run that failed before writing its bundle left nothing to remove.

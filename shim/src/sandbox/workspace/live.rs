@@ -53,7 +53,7 @@ impl Workspace for Live {
     /// What the run left that the host would run, before the placeholders
     /// go: they are told apart by the lease's record. Err when some of it
     /// is still where the host would run it, or was not searched.
-    fn settle(&mut self) -> Result<()> {
+    fn settle(&mut self, _ran: bool) -> Result<()> {
         let Some(w) = self.watch.take() else {
             return Ok(());
         };

@@ -213,3 +213,26 @@ fn assert_nothing_left(env: &Env, s: &Scratch) {
         .collect();
     assert!(placeholders.is_empty(), "left in the project: {placeholders:?}");
 }
+
+/// A shell without $HOME (a service, `env -i`): the state directory is in
+/// the user's home from the password database, as glib's and Python's
+/// lookups find it; it failed with `HOME is not set` once the quarantine was
+/// made at start.
+#[test]
+fn without_home_the_state_is_in_the_users_home() {
+    let (uid, gid) = test_user();
+    let env = Env::as_user(uid, gid);
+    let s = scratch(Some((uid, gid)));
+    let mut c = env.command(&["sandbox", "--workdir", s.work.to_str().unwrap(), "--", "echo", "ran"]);
+    c.env_remove("HOME").env_remove("XDG_STATE_HOME").stdin(Stdio::null());
+    let out = output_of(c, s.dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{stderr}");
+    assert!(out.status.success(), "{stderr}");
+    let home = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .unwrap()
+        .unwrap()
+        .dir;
+    let state = home.join(".local/state/claude-shim");
+    assert!(state.is_dir(), "{} is not there", state.display());
+}

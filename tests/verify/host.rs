@@ -147,6 +147,13 @@ impl Host {
             });
             v["process"]["noNewPrivileges"] = json!(true);
             v["linux"]["seccomp"] = agent_profile();
+            // A cgroup namespace as the policy compiler always gives one
+            // (bundle/compile/linux.rs): `spec`'s template, like runc's,
+            // leaves it out on a v1 or hybrid host.
+            let ns = v["linux"]["namespaces"].as_array_mut().unwrap();
+            if !ns.iter().any(|n| n["type"] == "cgroup") {
+                ns.push(json!({"type": "cgroup"}));
+            }
             let bind = |src: &Path, dst: &str, mode: &str| {
                 json!({"destination": dst, "type": "bind", "source": src,
                        "options": ["rbind", mode, "nosuid", "nodev"]})

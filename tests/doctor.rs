@@ -22,6 +22,7 @@ const CHECKS: &[&str] = &[
     "pasta",
     "pasta /dev/net/tun",
     "nft",
+    "review workspace",
     "admin policy",
     "podman",
     "docker",
@@ -73,7 +74,22 @@ fn every_check_prints_a_line_and_this_machine_passes() {
 
     let (uid, gid) = test_user();
     let mut c = command_as(Some((uid, gid)), &shim_path());
-    c.arg("doctor").env("HOME", "/nonexistent").current_dir("/");
+    // No home to lean on, but a state directory of the user's own: the
+    // review workspace row writes through an overlay whose upper layer is there.
+    let state = tempfile::Builder::new()
+        .prefix("claude-shim-doctor-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    nix::unistd::chown(
+        state.path(),
+        Some(nix::unistd::Uid::from_raw(uid)),
+        Some(nix::unistd::Gid::from_raw(gid)),
+    )
+    .unwrap();
+    c.arg("doctor")
+        .env("HOME", "/nonexistent")
+        .env("XDG_STATE_HOME", state.path())
+        .current_dir("/");
     let out = c.output().unwrap();
     assert_all_ok("claude-shim-test", &out);
     let userns = text(&out.stdout);

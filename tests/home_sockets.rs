@@ -273,9 +273,15 @@ w "$HOME/code/notes.txt" project_file
     assert_eq!(results(&stdout)[sock.to_str().unwrap()], "ECONNREFUSED");
     // Only the project file is new; the placeholders are gone again.
     let mut after = snapshot(&home);
-    // claude-shim's own state (the run's quarantine folder, made at start)
-    // is in the user's home, beside what it guards, as XDG puts it.
-    after.retain(|p| !p.starts_with(home.join("code/notes.txt")) && !p.starts_with(home.join(".local/state")));
+    // claude-shim's own state folders (the quarantine's, made at start) are
+    // in the user's home, as XDG puts them; empty, as nothing was moved.
+    let own = [
+        ".local/state",
+        ".local/state/claude-shim",
+        ".local/state/claude-shim/quarantine",
+    ]
+    .map(|p| home.join(p));
+    after.retain(|p| !p.starts_with(home.join("code/notes.txt")) && !own.contains(p));
     assert_eq!(before, after, "the home changed beyond the project file");
     drop(s);
 }

@@ -174,7 +174,8 @@ pub fn provide_precompiled(seccomp: &LinuxSeccomp, bpf: Vec<u8>) {
 
 /// The BPF program `initialize_seccomp` would load for `seccomp` (as
 /// libseccomp's `seccomp_export_bpf` writes it: native-endian sock_filter
-/// records). Notify profiles have no fixed program to export.
+/// records), runc's -ENOSYS stub first. A notify profile is exported at
+/// load only, never precompiled: its listener belongs to the process loading it.
 pub fn export_bpf(seccomp: &LinuxSeccomp) -> Result<Vec<u8>> {
     use std::io::{Read, Seek};
     use std::os::fd::FromRawFd;
